@@ -1,0 +1,3 @@
+//! Registry of connected clients (stub, being written).
+pub struct ClientInfo;
+pub struct ClientRegistry;

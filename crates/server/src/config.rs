@@ -1,0 +1,2 @@
+//! Configuration (stub, being written).
+pub struct Config;

@@ -1,0 +1,2 @@
+//! store (stub)
+pub struct Store;
