@@ -1,2 +1,418 @@
-//! store (stub)
-pub struct Store;
+//! The cache engine: a sharded, concurrent keyspace of records with deadlines, CAS versions and
+//! a memory limit enforced by CLOCK eviction. It knows nothing of sockets or protocols.
+//!
+//! Reads take a shard's shared lock and never block each other; a hit only sets the record's
+//! reference bit with a relaxed atomic store. Writes take one shard's exclusive lock through an
+//! `Entry`. Commands that must see several keys atomically lock their shards together, in shard
+//! order, through `Locked`. Large frees and flushed tables go to a reaper thread; an expiry
+//! thread removes expired records a bounded slice at a time.
+
+mod background;
+pub mod glob;
+pub mod hash;
+mod item;
+mod scan;
+mod shard;
+mod table;
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::{RwLock, RwLockWriteGuard};
+
+pub use item::{Item, Kind};
+pub use shard::{Entry, OutOfMemory};
+
+use item::ItemPtr;
+use shard::Shard;
+use table::{KeyHash, Probe, Table};
+
+/// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Number of shards, rounded up to a power of two.
+    pub shards: usize,
+    /// Memory limit in bytes; 0 means none.
+    pub maxmemory: u64,
+    /// Evict to make room (true) or fail writes with `OutOfMemory` (false).
+    pub evict: bool,
+    /// Run the background expiry and reaper threads (tests of the engine itself may not).
+    pub background: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { shards: 256, maxmemory: 0, evict: true, background: true }
+    }
+}
+
+/// Memory that is no longer reachable, freed on the reaper thread.
+pub(crate) enum Garbage {
+    Item(ItemPtr),
+    /// Held only so that its records are freed when the reaper drops it.
+    #[allow(dead_code)]
+    Table(Table),
+}
+
+impl Drop for Garbage {
+    fn drop(&mut self) {
+        if let Garbage::Item(item) = self {
+            // SAFETY: garbage items were removed from their table before being sent here.
+            unsafe { item.free() };
+        }
+    }
+}
+
+/// A shard and its counters on a cache line pair of their own, so that neighbours' hits and
+/// lock traffic do not contend.
+#[repr(align(128))]
+pub(crate) struct ShardCell {
+    lock: RwLock<Shard>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    expired: AtomicU64,
+    evicted: AtomicU64,
+}
+
+/// Counters for INFO and `stats`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoreStats {
+    pub keys: u64,
+    pub keys_with_expiry: u64,
+    pub used_memory: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub expired: u64,
+    pub evicted: u64,
+}
+
+pub struct Store {
+    shards: Box<[ShardCell]>,
+    shard_bits: u32,
+    hasher: ahash::RandomState,
+    used: AtomicI64,
+    maxmemory: AtomicU64,
+    evict: AtomicBool,
+    evict_cursor: AtomicUsize,
+    reaper: Sender<Garbage>,
+}
+
+impl Store {
+    pub fn new(config: StoreConfig) -> Arc<Store> {
+        let count = config.shards.max(1).next_power_of_two();
+        let (reaper, garbage) = std::sync::mpsc::channel();
+        let shards: Box<[ShardCell]> = (0..count)
+            .map(|_| ShardCell {
+                lock: RwLock::new(Shard::new()),
+                hits: AtomicU64::new(0),
+                misses: AtomicU64::new(0),
+                expired: AtomicU64::new(0),
+                evicted: AtomicU64::new(0),
+            })
+            .collect();
+        let used = shards.iter().map(|c| c.lock.read().used as i64).sum();
+        let store = Arc::new(Store {
+            shards,
+            shard_bits: count.trailing_zeros(),
+            hasher: ahash::RandomState::new(),
+            used: AtomicI64::new(used),
+            maxmemory: AtomicU64::new(config.maxmemory),
+            evict: AtomicBool::new(config.evict),
+            evict_cursor: AtomicUsize::new(0),
+            reaper,
+        });
+        if config.background {
+            background::spawn(&store, garbage);
+        } else {
+            std::thread::spawn(move || garbage.into_iter().for_each(drop));
+        }
+        store
+    }
+
+    pub(crate) fn hash(&self, key: &[u8]) -> KeyHash {
+        KeyHash(self.hasher.hash_one(key))
+    }
+
+    fn shard_of(&self, hash: KeyHash) -> usize {
+        hash.0 as usize & (self.shards.len() - 1)
+    }
+
+    pub(crate) fn cell(&self, index: usize) -> &ShardCell {
+        &self.shards[index]
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    pub(crate) fn account(&self, delta: isize) {
+        self.used.fetch_add(delta as i64, Ordering::Relaxed);
+    }
+
+    pub fn used_memory(&self) -> u64 {
+        self.used.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Relaxed)
+    }
+
+    pub fn set_maxmemory(&self, bytes: u64) {
+        self.maxmemory.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn evicts(&self) -> bool {
+        self.evict.load(Ordering::Relaxed)
+    }
+
+    pub fn set_evict(&self, evict: bool) {
+        self.evict.store(evict, Ordering::Relaxed);
+    }
+
+    /// Reads one key under its shard's shared lock. Expired records read as absent.
+    /// Counts a hit or a miss.
+    pub fn read<R>(&self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
+        let hash = self.hash(key);
+        let cell = &self.shards[self.shard_of(hash)];
+        let shard = cell.lock.read();
+        let item = lookup(&shard.table, hash, key);
+        count_lookup(cell, item.is_some());
+        f(item)
+    }
+
+    /// Runs `f` with exclusive access to `key`'s place in its shard.
+    pub fn write<R>(&self, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
+        let index = self.shard_of(self.hash(key));
+        let mut shard = self.shards[index].lock.write();
+        let mut entry = Entry::new(self, index, &mut shard, key);
+        f(&mut entry)
+    }
+
+    /// Locks the shards of `keys` exclusively, in shard order so that lockers never deadlock.
+    pub fn lock_keys<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'_> {
+        let mut indexes: Vec<usize> = keys.into_iter().map(|k| self.shard_of(self.hash(k))).collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        self.lock_indexes(indexes)
+    }
+
+    /// Locks every shard: the whole keyspace is frozen for other clients while held.
+    pub fn lock_all(&self) -> Locked<'_> {
+        self.lock_indexes((0..self.shards.len()).collect())
+    }
+
+    fn lock_indexes(&self, indexes: Vec<usize>) -> Locked<'_> {
+        let guards = indexes.into_iter().map(|i| (i, self.shards[i].lock.write())).collect();
+        Locked { store: self, guards }
+    }
+
+    /// Number of records, expired ones not yet removed included (as Redis's DBSIZE).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|c| c.lock.read().table.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every record; the memory is freed on the reaper thread.
+    pub fn flush(&self) {
+        for (index, cell) in self.shards.iter().enumerate() {
+            let mut shard = cell.lock.write();
+            flush_shard(self, index, &mut shard);
+        }
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let mut s = StoreStats { used_memory: self.used_memory(), ..StoreStats::default() };
+        for cell in self.shards.iter() {
+            s.hits += cell.hits.load(Ordering::Relaxed);
+            s.misses += cell.misses.load(Ordering::Relaxed);
+            s.expired += cell.expired.load(Ordering::Relaxed);
+            s.evicted += cell.evicted.load(Ordering::Relaxed);
+            let shard = cell.lock.read();
+            s.keys += shard.table.len() as u64;
+            s.keys_with_expiry += (0..shard.table.capacity())
+                .filter(|&i| Table::slot_has_expire(shard.table.slot(i)))
+                .count() as u64;
+        }
+        s
+    }
+
+    /// Evicts from shards other than `busy` (skipping locked ones) until `done` holds.
+    pub(crate) fn evict_elsewhere(&self, busy: usize, done: impl Fn() -> bool) -> bool {
+        let n = self.shards.len();
+        let mut idle_rounds = 0;
+        while !done() {
+            let mut progressed = false;
+            for _ in 0..n {
+                let index = self.evict_cursor.fetch_add(1, Ordering::Relaxed) % n;
+                if index == busy {
+                    continue;
+                }
+                let cell = &self.shards[index];
+                let Some(mut shard) = cell.lock.try_write() else { continue };
+                while !done() {
+                    if shard.evict_one(self, None).is_none() {
+                        break;
+                    }
+                    cell.evicted.fetch_add(1, Ordering::Relaxed);
+                    progressed = true;
+                }
+                if done() {
+                    return true;
+                }
+            }
+            idle_rounds = if progressed { 0 } else { idle_rounds + 1 };
+            if idle_rounds >= 2 {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn lookup<'a>(table: &'a Table, hash: KeyHash, key: &[u8]) -> Option<Item<'a>> {
+    let Probe::Found(i) = table.find(hash, key) else { return None };
+    let item = table.item_at(i).expect("found slot is occupied");
+    if Table::slot_has_expire(table.slot(i)) && item.expire_at().is_some_and(|d| d <= now_ms()) {
+        return None;
+    }
+    item.touch();
+    Some(Item::new(item))
+}
+
+fn count_lookup(cell: &ShardCell, hit: bool) {
+    let counter = if hit { &cell.hits } else { &cell.misses };
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn flush_shard(store: &Store, _index: usize, shard: &mut Shard) {
+    let old = shard.table.take();
+    let delta = shard.table.bytes() as isize - shard.used as isize;
+    shard.used = shard.table.bytes();
+    shard.clock_hand = 0;
+    shard.expire_cursor = 0;
+    store.account(delta);
+    if let Err(err) = store.reaper.send(Garbage::Table(old)) {
+        drop(err);
+    }
+}
+
+/// Several shards held exclusively at once: commands run through it see and change their keys
+/// atomically with respect to every other client.
+pub struct Locked<'s> {
+    store: &'s Store,
+    guards: Vec<(usize, RwLockWriteGuard<'s, Shard>)>,
+}
+
+impl<'s> Locked<'s> {
+    fn guard(&mut self, key: &[u8]) -> (usize, &mut Shard) {
+        let index = self.store.shard_of(self.store.hash(key));
+        let pos = self
+            .guards
+            .binary_search_by_key(&index, |(i, _)| *i)
+            .unwrap_or_else(|_| panic!("key's shard {index} was not locked"));
+        (index, &mut self.guards[pos].1)
+    }
+
+    pub fn read<R>(&mut self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
+        let store = self.store;
+        let hash = store.hash(key);
+        let (index, shard) = self.guard(key);
+        let item = lookup(&shard.table, hash, key);
+        count_lookup(store.cell(index), item.is_some());
+        f(item)
+    }
+
+    pub fn write<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
+        let store = self.store;
+        let (index, shard) = self.guard(key);
+        let mut entry = Entry::new(store, index, shard, key);
+        f(&mut entry)
+    }
+
+    /// Whether every shard is held (needed for keyspace-wide commands inside a transaction).
+    pub fn holds_all(&self) -> bool {
+        self.guards.len() == self.store.shards.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.guards.iter().map(|(_, g)| g.table.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn flush(&mut self) {
+        let store = self.store;
+        for (index, shard) in self.guards.iter_mut() {
+            flush_shard(store, *index, shard);
+        }
+    }
+}
+
+/// The keyspace as a command sees it: the shared store (one lock per access) or a set of
+/// shards held by a transaction or a multi-key command. Commands are written once against it.
+pub enum Db<'a, 's> {
+    Shared(&'s Store),
+    Locked(&'a mut Locked<'s>),
+}
+
+impl<'a, 's> Db<'a, 's> {
+    pub fn store(&self) -> &'s Store {
+        match self {
+            Db::Shared(store) => store,
+            Db::Locked(locked) => locked.store,
+        }
+    }
+
+    pub fn read<R>(&mut self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
+        match self {
+            Db::Shared(store) => store.read(key, f),
+            Db::Locked(locked) => locked.read(key, f),
+        }
+    }
+
+    pub fn write<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
+        match self {
+            Db::Shared(store) => store.write(key, f),
+            Db::Locked(locked) => locked.write(key, f),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Db::Shared(store) => store.len(),
+            Db::Locked(locked) => locked.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn flush(&mut self) {
+        match self {
+            Db::Shared(store) => store.flush(),
+            Db::Locked(locked) => locked.flush(),
+        }
+    }
+
+    /// One SCAN step; see `scan::scan`.
+    pub fn scan(&mut self, cursor: u64, count: usize, visit: impl FnMut(Item<'_>)) -> u64 {
+        match self {
+            Db::Shared(store) => scan::scan_shared(store, cursor, count, visit),
+            Db::Locked(locked) => scan::scan_locked(locked, cursor, count, visit),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The store's two helper threads: active expiry, and the reaper that frees large records and
+//! flushed tables off the request path. Both stop when the store is dropped.
+
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::{now_ms, Garbage, Store};
+
+/// Longest time the expiry thread holds one shard's lock.
+const SLICE: Duration = Duration::from_millis(1);
+/// Pause between expiry rounds over all shards.
+const ROUND_PAUSE: Duration = Duration::from_millis(100);
+
+pub(crate) fn spawn(store: &Arc<Store>, garbage: Receiver<Garbage>) {
+    std::thread::Builder::new()
+        .name("cairn-reaper".into())
+        .spawn(move || garbage.into_iter().for_each(drop))
+        .expect("spawn reaper thread");
+    let weak = Arc::downgrade(store);
+    std::thread::Builder::new()
+        .name("cairn-expiry".into())
+        .spawn(move || expiry_loop(weak))
+        .expect("spawn expiry thread");
+}
+
+fn expiry_loop(store: Weak<Store>) {
+    loop {
+        std::thread::sleep(ROUND_PAUSE);
+        let Some(store) = store.upgrade() else { return };
+        store.expire_round();
+    }
+}
+
+impl Store {
+    /// One round of active expiry: each shard scans a slice of its slots (an eighth of the
+    /// table, so every record is looked at within about a second), and keeps going while more
+    /// than a quarter of what it scans is expired, never holding a lock past `SLICE`.
+    pub fn expire_round(&self) -> usize {
+        let mut removed_total = 0;
+        for index in 0..self.shard_count() {
+            let cell = self.cell(index);
+            loop {
+                let mut shard = cell.lock.write();
+                let started = Instant::now();
+                let budget = (shard.table.capacity() / 8).max(256);
+                let mut scanned = 0;
+                let mut removed = 0;
+                while scanned < budget && started.elapsed() < SLICE {
+                    let (s, r) = shard.expire_some(self, 256, now_ms());
+                    scanned += s;
+                    removed += r;
+                    if s == 0 {
+                        break;
+                    }
+                }
+                drop(shard);
+                cell.expired.fetch_add(removed as u64, std::sync::atomic::Ordering::Relaxed);
+                removed_total += removed;
+                if removed * 4 <= scanned {
+                    break;
+                }
+            }
+        }
+        removed_total
+    }
+}

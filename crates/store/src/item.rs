@@ -1,0 +1,389 @@
+//! One cached record in a single heap allocation: a small header, the key and the value.
+//!
+//! A record is referenced by a thin pointer so that a table slot costs eight bytes. The header
+//! is variable length so that a 16-byte key with a 32-byte value fits a 64-byte allocation:
+//!
+//! ```text
+//! meta:u8 visited:u8 klen:varint vlen:varint [expire_ms:u64] [flags:u32] cas:u64 key value
+//! ```
+//! `expire_ms` is present only when the record was written with a deadline (0 then means "none"
+//! after a PERSIST, so a deadline can be changed in place); `flags` (memcached's client flags)
+//! only when non-zero. `visited` is the eviction policy's reference bit: readers set it with a
+//! relaxed atomic store under the shard's shared lock, which is why it has a byte of its own.
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// What a record holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    String,
+    Hash,
+}
+
+const KIND_MASK: u8 = 0b11;
+const HAS_EXPIRE: u8 = 0b100;
+const HAS_FLAGS: u8 = 0b1000;
+
+/// Owning thin pointer to a record's allocation. Freed by `ItemPtr::free`, never implicitly:
+/// the table owns its records and decides when (and on which thread) they are freed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct ItemPtr(NonNull<u8>);
+
+// SAFETY: the allocation is plain bytes; ownership is managed by the table under shard locks.
+unsafe impl Send for ItemPtr {}
+
+/// Everything needed to lay a new record out.
+pub(crate) struct Header {
+    pub kind: Kind,
+    pub key_len: usize,
+    pub value_len: usize,
+    pub expire_at: Option<u64>,
+    pub flags: u32,
+    pub cas: u64,
+}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn put_varint(buf: &mut [u8], mut v: usize) -> usize {
+    let mut i = 0;
+    while v >= 0x80 {
+        buf[i] = (v as u8) | 0x80;
+        v >>= 7;
+        i += 1;
+    }
+    buf[i] = v as u8;
+    i + 1
+}
+
+/// SAFETY: `p` points at a varint written by `put_varint` inside a live record.
+unsafe fn get_varint(p: *const u8) -> (usize, usize) {
+    let mut v = 0usize;
+    let mut shift = 0;
+    let mut i = 0;
+    loop {
+        let b = *p.add(i);
+        v |= ((b & 0x7f) as usize) << shift;
+        i += 1;
+        if b < 0x80 {
+            return (v, i);
+        }
+        shift += 7;
+    }
+}
+
+impl Header {
+    fn header_len(&self) -> usize {
+        2 + varint_len(self.key_len)
+            + varint_len(self.value_len)
+            + if self.expire_at.is_some() { 8 } else { 0 }
+            + if self.flags != 0 { 4 } else { 0 }
+            + 8
+    }
+
+    /// Bytes the allocation for this record takes.
+    pub fn alloc_size(&self) -> usize {
+        self.header_len() + self.key_len + self.value_len
+    }
+}
+
+/// Decoded positions inside a record.
+struct Offsets {
+    meta: u8,
+    key_len: usize,
+    value_len: usize,
+    expire: Option<usize>,
+    flags: Option<usize>,
+    cas: usize,
+    key: usize,
+}
+
+impl ItemPtr {
+    /// Allocates a record with `key` and an uninitialised value region of `header.value_len`
+    /// bytes, which the caller fills through `value_mut` before publishing it.
+    pub fn new(header: &Header, key: &[u8]) -> ItemPtr {
+        debug_assert_eq!(key.len(), header.key_len);
+        let size = header.alloc_size();
+        let layout = Layout::from_size_align(size, 1).expect("record size overflows");
+        // SAFETY: size > 0 (the header alone is at least 12 bytes).
+        let raw = unsafe { alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
+        // SAFETY: we write only inside the `size` bytes just allocated.
+        unsafe {
+            let buf = std::slice::from_raw_parts_mut(raw, size);
+            let mut meta = header.kind as u8;
+            if header.expire_at.is_some() {
+                meta |= HAS_EXPIRE;
+            }
+            if header.flags != 0 {
+                meta |= HAS_FLAGS;
+            }
+            buf[0] = meta;
+            buf[1] = 0;
+            let mut at = 2;
+            at += put_varint(&mut buf[at..], header.key_len);
+            at += put_varint(&mut buf[at..], header.value_len);
+            if let Some(deadline) = header.expire_at {
+                buf[at..at + 8].copy_from_slice(&deadline.to_le_bytes());
+                at += 8;
+            }
+            if header.flags != 0 {
+                buf[at..at + 4].copy_from_slice(&header.flags.to_le_bytes());
+                at += 4;
+            }
+            buf[at..at + 8].copy_from_slice(&header.cas.to_le_bytes());
+            at += 8;
+            buf[at..at + key.len()].copy_from_slice(key);
+        }
+        ItemPtr(ptr)
+    }
+
+    pub fn from_addr(addr: usize) -> ItemPtr {
+        ItemPtr(NonNull::new(addr as *mut u8).expect("null record address"))
+    }
+
+    pub fn addr(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
+    fn offsets(self) -> Offsets {
+        let p = self.0.as_ptr();
+        // SAFETY: the record is live (callers hold the shard lock) and its header well formed.
+        unsafe {
+            let meta = *p;
+            let mut at = 2;
+            let (key_len, n) = get_varint(p.add(at));
+            at += n;
+            let (value_len, n) = get_varint(p.add(at));
+            at += n;
+            let expire = if meta & HAS_EXPIRE != 0 {
+                at += 8;
+                Some(at - 8)
+            } else {
+                None
+            };
+            let flags = if meta & HAS_FLAGS != 0 {
+                at += 4;
+                Some(at - 4)
+            } else {
+                None
+            };
+            Offsets { meta, key_len, value_len, expire, flags, cas: at, key: at + 8 }
+        }
+    }
+
+    fn read_u64(self, at: usize) -> u64 {
+        // SAFETY: `at` comes from `offsets` and lies inside the record.
+        unsafe { std::ptr::read_unaligned(self.0.as_ptr().add(at) as *const u64) }
+    }
+
+    fn write_u64(self, at: usize, v: u64) {
+        // SAFETY: as `read_u64`; callers hold the shard's exclusive lock.
+        unsafe { std::ptr::write_unaligned(self.0.as_ptr().add(at) as *mut u64, v.to_le()) }
+    }
+
+    pub fn key<'a>(self) -> &'a [u8] {
+        let o = self.offsets();
+        // SAFETY: the key region lies inside the record; the caller bounds the lifetime.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(o.key), o.key_len) }
+    }
+
+    pub fn value<'a>(self) -> &'a [u8] {
+        let o = self.offsets();
+        // SAFETY: as `key`.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(o.key + o.key_len), o.value_len) }
+    }
+
+    /// SAFETY: only while the record is not yet published, or under the exclusive lock.
+    pub unsafe fn value_mut<'a>(self) -> &'a mut [u8] {
+        let o = self.offsets();
+        std::slice::from_raw_parts_mut(self.0.as_ptr().add(o.key + o.key_len), o.value_len)
+    }
+
+    pub fn kind(self) -> Kind {
+        // SAFETY: meta byte is the first byte of a live record.
+        match unsafe { *self.0.as_ptr() } & KIND_MASK {
+            0 => Kind::String,
+            _ => Kind::Hash,
+        }
+    }
+
+    pub fn expire_at(self) -> Option<u64> {
+        let o = self.offsets();
+        o.expire.map(|at| u64::from_le(self.read_u64(at))).filter(|&d| d != 0)
+    }
+
+    /// Whether a deadline can be stored without reallocating.
+    pub fn has_expire_field(self) -> bool {
+        self.offsets().meta & HAS_EXPIRE != 0
+    }
+
+    /// SAFETY contract as `write_u64`: exclusive lock held. Returns false if the record has no
+    /// deadline field (the caller must rebuild it).
+    pub fn set_expire_in_place(self, deadline: Option<u64>) -> bool {
+        match self.offsets().expire {
+            Some(at) => {
+                self.write_u64(at, deadline.unwrap_or(0));
+                true
+            }
+            None => deadline.is_none(),
+        }
+    }
+
+    pub fn flags(self) -> u32 {
+        let o = self.offsets();
+        o.flags.map_or(0, |at| {
+            // SAFETY: flags field lies inside the record.
+            let v = unsafe { std::ptr::read_unaligned(self.0.as_ptr().add(at) as *const u32) };
+            u32::from_le(v)
+        })
+    }
+
+    pub fn cas(self) -> u64 {
+        u64::from_le(self.read_u64(self.offsets().cas))
+    }
+
+    pub fn set_cas(self, cas: u64) {
+        self.write_u64(self.offsets().cas, cas)
+    }
+
+    fn visited_bit(self) -> &'static AtomicU8 {
+        // SAFETY: byte 1 of a live record is only ever accessed atomically.
+        unsafe { AtomicU8::from_ptr(self.0.as_ptr().add(1)) }
+    }
+
+    /// Marks the record recently used; a plain load first keeps hot records' lines clean.
+    pub fn touch(self) {
+        let bit = self.visited_bit();
+        if bit.load(Ordering::Relaxed) == 0 {
+            bit.store(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Clears the reference bit, returning whether it was set (CLOCK's second chance).
+    pub fn take_visited(self) -> bool {
+        self.visited_bit().swap(0, Ordering::Relaxed) != 0
+    }
+
+    pub fn alloc_size(self) -> usize {
+        let o = self.offsets();
+        o.key + o.key_len + o.value_len
+    }
+
+    /// Header of a copy of this record, with the given changes applied by the caller.
+    pub fn header(self) -> Header {
+        let o = self.offsets();
+        Header {
+            kind: self.kind(),
+            key_len: o.key_len,
+            value_len: o.value_len,
+            expire_at: self.expire_at(),
+            flags: self.flags(),
+            cas: self.cas(),
+        }
+    }
+
+    /// SAFETY: the record must be unreachable from any table and freed exactly once.
+    pub unsafe fn free(self) {
+        let size = self.alloc_size();
+        dealloc(self.0.as_ptr(), Layout::from_size_align_unchecked(size, 1));
+    }
+}
+
+/// A read-only view of a live record, valid while the shard lock that produced it is held.
+#[derive(Clone, Copy)]
+pub struct Item<'a> {
+    ptr: ItemPtr,
+    _lock: PhantomData<&'a ()>,
+}
+
+impl<'a> Item<'a> {
+    pub(crate) fn new(ptr: ItemPtr) -> Item<'a> {
+        Item { ptr, _lock: PhantomData }
+    }
+    pub fn key(&self) -> &'a [u8] {
+        self.ptr.key()
+    }
+    pub fn value(&self) -> &'a [u8] {
+        self.ptr.value()
+    }
+    pub fn kind(&self) -> Kind {
+        self.ptr.kind()
+    }
+    /// Absolute deadline in Unix milliseconds, if any.
+    pub fn expire_at(&self) -> Option<u64> {
+        self.ptr.expire_at()
+    }
+    /// memcached client flags.
+    pub fn flags(&self) -> u32 {
+        self.ptr.flags()
+    }
+    /// Unique version of this record: changes on every write, used by memcached CAS and WATCH.
+    pub fn cas(&self) -> u64 {
+        self.ptr.cas()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn make(key: &[u8], value: &[u8], expire: Option<u64>, flags: u32) -> ItemPtr {
+        let h = Header {
+            kind: Kind::String,
+            key_len: key.len(),
+            value_len: value.len(),
+            expire_at: expire,
+            flags,
+            cas: 77,
+        };
+        let p = ItemPtr::new(&h, key);
+        unsafe { p.value_mut().copy_from_slice(value) };
+        p
+    }
+
+    #[test]
+    fn small_record_fits_sixty_four_bytes() {
+        let p = make(&[b'k'; 16], &[b'v'; 32], None, 0);
+        assert!(p.alloc_size() <= 64, "{}", p.alloc_size());
+        unsafe { p.free() };
+    }
+
+    #[test]
+    fn fields_round_trip() {
+        let key = vec![7u8; 300];
+        let value = vec![1u8; 70_000];
+        let p = make(&key, &value, Some(123_456), 0xdead_beef);
+        assert_eq!(p.key(), &key[..]);
+        assert_eq!(p.value(), &value[..]);
+        assert_eq!(p.expire_at(), Some(123_456));
+        assert_eq!(p.flags(), 0xdead_beef);
+        assert_eq!(p.cas(), 77);
+        assert!(p.set_expire_in_place(None));
+        assert_eq!(p.expire_at(), None);
+        assert!(!p.take_visited());
+        p.touch();
+        assert!(p.take_visited());
+        p.set_cas(9);
+        assert_eq!(p.cas(), 9);
+        assert_eq!(p.value(), &value[..]);
+        unsafe { p.free() };
+    }
+
+    #[test]
+    fn record_without_deadline_field_cannot_gain_one_in_place() {
+        let p = make(b"k", b"v", None, 0);
+        assert!(!p.set_expire_in_place(Some(5)));
+        assert!(p.set_expire_in_place(None));
+        unsafe { p.free() };
+    }
+}

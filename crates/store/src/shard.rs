@@ -1,0 +1,278 @@
+//! One shard of the keyspace: its table, its memory and the write-side `Entry` API.
+//!
+//! Invariants (see docs/architecture.md):
+//! - a record is reachable from exactly one slot of exactly one shard's table;
+//! - records are freed only by the holder of the shard's exclusive lock, or by the reaper after
+//!   they became unreachable;
+//! - `Shard::used` is the sum of the charged size of the shard's records and its slot array,
+//!   and the store-wide counter is the sum of all shards' `used`.
+
+use std::sync::atomic::Ordering;
+
+use crate::item::{Header, Item, ItemPtr, Kind};
+use crate::table::{KeyHash, Probe, Table};
+use crate::{now_ms, Garbage, Store};
+
+/// Records at least this large are freed by the reaper thread, off the request path.
+const LARGE_RECORD: usize = 64 * 1024;
+
+pub(crate) struct Shard {
+    pub table: Table,
+    pub used: usize,
+    pub clock_hand: usize,
+    pub expire_cursor: usize,
+    pub next_cas: u64,
+}
+
+/// Memory charged for a record: its allocation rounded to the allocator's 8-byte step.
+pub(crate) fn charge(size: usize) -> usize {
+    (size + 7) & !7
+}
+
+/// A write would exceed `--maxmemory` and eviction is off or could not free enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfMemory;
+
+impl Shard {
+    pub fn new() -> Shard {
+        let table = Table::new();
+        Shard { used: table.bytes(), table, clock_hand: 0, expire_cursor: 0, next_cas: 1 }
+    }
+
+    /// Removes the record in `slot` and frees it (on the reaper when large). Returns bytes freed.
+    pub fn remove_slot(&mut self, store: &Store, slot: usize) -> usize {
+        let item = self.table.remove_at(slot);
+        let freed = charge(item.alloc_size());
+        self.used -= freed;
+        store.release(item, freed);
+        freed
+    }
+
+    /// CLOCK: sweeps from the hand, giving visited records a second chance, and evicts the
+    /// first unvisited one other than `keep`. Returns bytes freed, or None if nothing evictable.
+    pub fn evict_one(&mut self, store: &Store, keep: Option<usize>) -> Option<usize> {
+        let cap = self.table.capacity();
+        for _ in 0..2 * cap {
+            let i = self.clock_hand % cap;
+            self.clock_hand = i + 1;
+            if Some(i) == keep {
+                continue;
+            }
+            if let Some(item) = self.table.item_at(i) {
+                if item.take_visited() {
+                    continue;
+                }
+                return Some(self.remove_slot(store, i));
+            }
+        }
+        None
+    }
+
+    /// Removes expired records among up to `budget` slots from the expiry cursor.
+    /// Returns (slots scanned, records removed).
+    pub fn expire_some(&mut self, store: &Store, budget: usize, now: u64) -> (usize, usize) {
+        let cap = self.table.capacity();
+        let mut removed = 0;
+        let scanned = budget.min(cap);
+        for _ in 0..scanned {
+            let i = self.expire_cursor % cap;
+            self.expire_cursor = i + 1;
+            let slot = self.table.slot(i);
+            if Table::slot_has_expire(slot) {
+                let item = self.table.item_at(i).expect("occupied slot");
+                if item.expire_at().is_some_and(|d| d <= now) {
+                    self.remove_slot(store, i);
+                    removed += 1;
+                }
+            }
+        }
+        (scanned, removed)
+    }
+}
+
+/// Exclusive access to one key's place in a shard, for the duration of one write.
+pub struct Entry<'a> {
+    store: &'a Store,
+    shard_index: usize,
+    shard: &'a mut Shard,
+    key: &'a [u8],
+    hash: KeyHash,
+    probe: Probe,
+}
+
+impl<'a> Entry<'a> {
+    pub(crate) fn new(store: &'a Store, shard_index: usize, shard: &'a mut Shard, key: &'a [u8]) -> Entry<'a> {
+        let hash = store.hash(key);
+        let mut probe = shard.table.find(hash, key);
+        if let Probe::Found(i) = probe {
+            let item = shard.table.item_at(i).expect("found slot is occupied");
+            if Table::slot_has_expire(shard.table.slot(i)) && item.expire_at().is_some_and(|d| d <= now_ms()) {
+                shard.remove_slot(store, i);
+                store.cell(shard_index).expired.fetch_add(1, Ordering::Relaxed);
+                probe = Probe::Vacant(i);
+            }
+        }
+        Entry { store, shard_index, shard, key, hash, probe }
+    }
+
+    pub fn key(&self) -> &[u8] {
+        self.key
+    }
+
+    /// The live record under this key, if any (an expired one was removed on entry).
+    pub fn item(&self) -> Option<Item<'_>> {
+        match self.probe {
+            Probe::Found(i) => self.shard.table.item_at(i).map(Item::new),
+            Probe::Vacant(_) => None,
+        }
+    }
+
+    pub fn exists(&self) -> bool {
+        matches!(self.probe, Probe::Found(_))
+    }
+
+    /// Deletes the record; returns whether there was one.
+    pub fn remove(&mut self) -> bool {
+        match self.probe {
+            Probe::Found(i) => {
+                self.shard.remove_slot(self.store, i);
+                self.probe = Probe::Vacant(i);
+                true
+            }
+            Probe::Vacant(_) => false,
+        }
+    }
+
+    fn next_cas(&mut self) -> u64 {
+        let n = self.shard.next_cas;
+        self.shard.next_cas += 1;
+        (n << self.store.shard_bits) | self.shard_index as u64
+    }
+
+    /// Writes a record with `value`, replacing any existing one. Returns its CAS.
+    pub fn put(&mut self, kind: Kind, value: &[u8], expire_at: Option<u64>, flags: u32) -> Result<u64, OutOfMemory> {
+        self.put_with(kind, value.len(), expire_at, flags, |buf, _| buf.copy_from_slice(value))
+    }
+
+    /// Writes a record whose value of `value_len` bytes is produced by `fill`, which also sees
+    /// the record being replaced (for APPEND, SETRANGE, hash updates). Returns the new CAS.
+    pub fn put_with(
+        &mut self,
+        kind: Kind,
+        value_len: usize,
+        expire_at: Option<u64>,
+        flags: u32,
+        fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
+    ) -> Result<u64, OutOfMemory> {
+        let cas = self.next_cas();
+        let header = Header { kind, key_len: self.key.len(), value_len, expire_at, flags, cas };
+        let new_charge = charge(header.alloc_size());
+        if let Probe::Vacant(_) = self.probe {
+            if self.shard.table.needs_rebuild() {
+                let before = self.shard.table.bytes();
+                let store = self.store;
+                self.shard.table.rebuild(|k| store.hash(k));
+                let after = self.shard.table.bytes();
+                self.shard.used = self.shard.used + after - before;
+                store.account(after as isize - before as isize);
+                self.probe = self.shard.table.find(self.hash, self.key);
+            }
+        }
+        let old_charge = match self.probe {
+            Probe::Found(i) => charge(self.shard.table.item_at(i).expect("occupied").alloc_size()),
+            Probe::Vacant(_) => 0,
+        };
+        if new_charge > old_charge {
+            self.make_room(new_charge - old_charge)?;
+        }
+        let item = ItemPtr::new(&header, self.key);
+        // SAFETY: the record is not yet published.
+        fill(unsafe { item.value_mut() }, self.item());
+        let charged = charge(item.alloc_size());
+        self.shard.used += charged;
+        self.store.account(charged as isize);
+        match self.probe {
+            Probe::Found(i) => {
+                let old = self.shard.table.replace_at(i, self.hash, item, expire_at.is_some());
+                let freed = charge(old.alloc_size());
+                self.shard.used -= freed;
+                self.store.release(old, freed);
+            }
+            Probe::Vacant(i) => {
+                self.shard.table.insert_at(i, self.hash, item, expire_at.is_some());
+                self.probe = Probe::Found(i);
+            }
+        }
+        Ok(cas)
+    }
+
+    /// Sets or clears the deadline of the existing record, giving it a new CAS. Returns false
+    /// when there is no record.
+    pub fn set_expire(&mut self, expire_at: Option<u64>) -> bool {
+        let Probe::Found(i) = self.probe else { return false };
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        if item.set_expire_in_place(expire_at) {
+            let cas = self.next_cas();
+            item.set_cas(cas);
+            self.shard.table.set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
+            return true;
+        }
+        // The record has no deadline field: rebuild it with one. Growth of 8 bytes is allowed
+        // past the memory limit rather than failing an EXPIRE.
+        let header = item.header();
+        self.put_with(header.kind, header.value_len, expire_at, header.flags, |buf, old| {
+            buf.copy_from_slice(old.expect("record being rebuilt").value())
+        })
+        .is_ok()
+    }
+
+    /// Frees memory until `extra` more bytes fit under the limit: from this shard first, then
+    /// from others that are not busy. Fails when eviction is off or nothing is left to evict.
+    fn make_room(&mut self, extra: usize) -> Result<(), OutOfMemory> {
+        let store = self.store;
+        let limit = store.maxmemory.load(Ordering::Relaxed);
+        if limit == 0 {
+            return Ok(());
+        }
+        let fits = |store: &Store| store.used_memory() + extra as u64 <= limit;
+        if fits(store) {
+            return Ok(());
+        }
+        if !store.evict.load(Ordering::Relaxed) {
+            return Err(OutOfMemory);
+        }
+        let keep = match self.probe {
+            Probe::Found(i) => Some(i),
+            Probe::Vacant(_) => None,
+        };
+        while !fits(store) {
+            if self.shard.evict_one(store, keep).is_none() {
+                break;
+            }
+            store.cell(self.shard_index).evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        if fits(store) {
+            return Ok(());
+        }
+        if store.evict_elsewhere(self.shard_index, || fits(store)) {
+            Ok(())
+        } else {
+            Err(OutOfMemory)
+        }
+    }
+}
+
+impl Store {
+    /// Frees a record that is no longer reachable, deferring large ones to the reaper.
+    pub(crate) fn release(&self, item: ItemPtr, charged: usize) {
+        self.account(-(charged as isize));
+        if charged >= LARGE_RECORD {
+            if let Err(garbage) = self.reaper.send(Garbage::Item(item)) {
+                drop(garbage);
+            }
+        } else {
+            // SAFETY: the caller removed the record from its table.
+            unsafe { item.free() };
+        }
+    }
+}

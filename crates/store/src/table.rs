@@ -1,0 +1,289 @@
+//! Open-addressing hash table of record pointers: one `u64` per slot, linear probing.
+//!
+//! A slot holds a record's address in its low 48 bits and, in its high 16, a tag: 15 bits of
+//! the key's hash (so most mismatches are rejected without touching the record) and a bit that
+//! says whether the record has a deadline (so active expiry skips records without one). Deleted
+//! slots become tombstones until the next rebuild, so slot positions never move under a scan, an
+//! eviction hand or a held `Entry`.
+//!
+//! A key's home slot comes from the top bits of a 32-bit hash position. The position does not
+//! depend on the table size, which makes SCAN cursors stable across resizes.
+
+use crate::item::ItemPtr;
+
+const EMPTY: u64 = 0;
+const TOMBSTONE: u64 = 1;
+const ADDR_MASK: u64 = (1 << 48) - 1;
+const EXPIRE_BIT: u64 = 1 << 63;
+const TAG_MASK: u64 = 0x7fff << 48;
+const MIN_CAPACITY: usize = 16;
+
+/// Hash of a key, split into the parts the store uses.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyHash(pub u64);
+
+impl KeyHash {
+    /// Position in the shard's 32-bit hash space (home slot = its top bits).
+    pub fn position(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+    fn tag(self) -> u64 {
+        (self.0 << 32) & TAG_MASK
+    }
+}
+
+pub(crate) fn slot_addr(slot: u64) -> Option<ItemPtr> {
+    (slot > TOMBSTONE).then(|| ItemPtr::from_addr((slot & ADDR_MASK) as usize))
+}
+
+pub(crate) struct Table {
+    slots: Box<[u64]>,
+    len: usize,
+    tombstones: usize,
+    shift: u32,
+}
+
+/// Where a lookup ended: the key's slot, or the slot where it would be inserted.
+pub(crate) enum Probe {
+    Found(usize),
+    Vacant(usize),
+}
+
+impl Table {
+    pub fn new() -> Table {
+        Table::with_capacity(MIN_CAPACITY)
+    }
+
+    fn with_capacity(capacity: usize) -> Table {
+        debug_assert!(capacity.is_power_of_two());
+        Table {
+            slots: vec![EMPTY; capacity].into_boxed_slice(),
+            len: 0,
+            tombstones: 0,
+            shift: 32 - capacity.trailing_zeros(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Bytes of the slot array, counted toward the memory limit.
+    pub fn bytes(&self) -> usize {
+        self.slots.len() * 8
+    }
+
+    fn home(&self, position: u32) -> usize {
+        // The shift of a 1-slot table would be 32; capacities start at 16.
+        (position >> self.shift) as usize
+    }
+
+    pub fn slot(&self, index: usize) -> u64 {
+        self.slots[index]
+    }
+
+    pub fn item_at(&self, index: usize) -> Option<ItemPtr> {
+        slot_addr(self.slots[index])
+    }
+
+    pub fn slot_has_expire(slot: u64) -> bool {
+        slot > TOMBSTONE && slot & EXPIRE_BIT != 0
+    }
+
+    pub fn find(&self, hash: KeyHash, key: &[u8]) -> Probe {
+        let mask = self.slots.len() - 1;
+        let tag = hash.tag();
+        let mut i = self.home(hash.position());
+        let mut vacant = None;
+        loop {
+            let slot = self.slots[i];
+            if slot == EMPTY {
+                return Probe::Vacant(vacant.unwrap_or(i));
+            }
+            if slot == TOMBSTONE {
+                vacant.get_or_insert(i);
+            } else if slot & TAG_MASK == tag {
+                let item = ItemPtr::from_addr((slot & ADDR_MASK) as usize);
+                if item.key() == key {
+                    return Probe::Found(i);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn encode(hash: KeyHash, item: ItemPtr, has_expire: bool) -> u64 {
+        let addr = item.addr() as u64;
+        debug_assert_eq!(addr & !ADDR_MASK, 0, "record address beyond 48 bits");
+        addr | hash.tag() | if has_expire { EXPIRE_BIT } else { 0 }
+    }
+
+    /// Fills a vacant slot returned by `find`. The caller must call `reserve` first.
+    pub fn insert_at(&mut self, index: usize, hash: KeyHash, item: ItemPtr, has_expire: bool) {
+        match self.slots[index] {
+            EMPTY => {}
+            TOMBSTONE => self.tombstones -= 1,
+            _ => panic!("insert into an occupied slot"),
+        }
+        self.slots[index] = Self::encode(hash, item, has_expire);
+        self.len += 1;
+    }
+
+    /// Swaps the record in an occupied slot, returning the old one.
+    pub fn replace_at(&mut self, index: usize, hash: KeyHash, item: ItemPtr, has_expire: bool) -> ItemPtr {
+        let old = slot_addr(self.slots[index]).expect("replace of an empty slot");
+        self.slots[index] = Self::encode(hash, item, has_expire);
+        old
+    }
+
+    pub fn set_expire_bit(&mut self, index: usize, has_expire: bool) {
+        let slot = self.slots[index];
+        debug_assert!(slot > TOMBSTONE);
+        self.slots[index] = if has_expire { slot | EXPIRE_BIT } else { slot & !EXPIRE_BIT };
+    }
+
+    /// Empties an occupied slot, returning its record for the caller to free.
+    pub fn remove_at(&mut self, index: usize) -> ItemPtr {
+        let old = slot_addr(self.slots[index]).expect("remove of an empty slot");
+        self.slots[index] = TOMBSTONE;
+        self.len -= 1;
+        self.tombstones += 1;
+        old
+    }
+
+    /// Whether inserting one more record needs a rebuild first (load above 3/4 with
+    /// tombstones counted, or a table at least 8 times larger than its contents).
+    pub fn needs_rebuild(&self) -> bool {
+        let cap = self.slots.len();
+        (self.len + self.tombstones + 1) * 4 > cap * 3
+            || (cap > MIN_CAPACITY && self.len * 16 < cap)
+    }
+
+    /// Capacity a rebuild would pick for the current contents plus one.
+    pub fn rebuild_capacity(&self) -> usize {
+        ((self.len + 1) * 2).next_power_of_two().max(MIN_CAPACITY)
+    }
+
+    /// Rehashes every record into a table sized for the contents. `hash_of` recomputes a key's
+    /// hash; slot positions change, so any held slot index is invalid afterwards.
+    pub fn rebuild(&mut self, hash_of: impl Fn(&[u8]) -> KeyHash) {
+        let mut fresh = Table::with_capacity(self.rebuild_capacity());
+        for &slot in self.slots.iter() {
+            if let Some(item) = slot_addr(slot) {
+                let hash = hash_of(item.key());
+                let Probe::Vacant(i) = fresh.find(hash, item.key()) else {
+                    panic!("duplicate key in table")
+                };
+                fresh.insert_at(i, hash, item, slot & EXPIRE_BIT != 0);
+            }
+        }
+        // The records now belong to `fresh`: empty the old slots so dropping them frees nothing.
+        self.slots.fill(EMPTY);
+        *self = fresh;
+    }
+
+    /// Takes every record out, leaving an empty minimal table.
+    pub fn take(&mut self) -> Table {
+        std::mem::replace(self, Table::new())
+    }
+
+    pub fn home_of(&self, hash: KeyHash) -> usize {
+        self.home(hash.position())
+    }
+
+    /// Position (in the 32-bit hash space) where home slot `index` starts.
+    pub fn position_of_home(&self, index: usize) -> u64 {
+        (index as u64) << self.shift
+    }
+
+    /// Frees every record. Runs on the reaper thread for flushed tables.
+    pub fn free_all(&mut self) {
+        for slot in self.slots.iter_mut() {
+            if let Some(item) = slot_addr(*slot) {
+                // SAFETY: the table owned the record and the slot is cleared right after.
+                unsafe { item.free() };
+            }
+            *slot = EMPTY;
+        }
+        self.len = 0;
+        self.tombstones = 0;
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        self.free_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::{Header, Kind};
+
+    fn hash_of(key: &[u8]) -> KeyHash {
+        KeyHash(ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(key))
+    }
+
+    fn record(key: &[u8]) -> ItemPtr {
+        let h = Header { kind: Kind::String, key_len: key.len(), value_len: 0, expire_at: None, flags: 0, cas: 0 };
+        ItemPtr::new(&h, key)
+    }
+
+    fn put(t: &mut Table, key: &[u8]) {
+        if t.needs_rebuild() {
+            t.rebuild(hash_of);
+        }
+        let h = hash_of(key);
+        match t.find(h, key) {
+            Probe::Vacant(i) => t.insert_at(i, h, record(key), false),
+            Probe::Found(_) => panic!("already present"),
+        }
+    }
+
+    #[test]
+    fn insert_find_remove_across_rebuilds() {
+        let mut t = Table::new();
+        for i in 0..10_000u32 {
+            put(&mut t, &i.to_le_bytes());
+        }
+        assert_eq!(t.len(), 10_000);
+        for i in (0..10_000u32).step_by(2) {
+            let k = i.to_le_bytes();
+            let Probe::Found(slot) = t.find(hash_of(&k), &k) else { panic!("missing {i}") };
+            unsafe { t.remove_at(slot).free() };
+        }
+        for i in 0..10_000u32 {
+            let k = i.to_le_bytes();
+            let found = matches!(t.find(hash_of(&k), &k), Probe::Found(_));
+            assert_eq!(found, i % 2 == 1, "key {i}");
+        }
+        for i in 10_000..20_000u32 {
+            put(&mut t, &i.to_le_bytes());
+        }
+        assert_eq!(t.len(), 15_000);
+        assert!(t.capacity() >= 20_000);
+    }
+
+    #[test]
+    fn rebuild_shrinks_a_mostly_empty_table() {
+        let mut t = Table::new();
+        for i in 0..4096u32 {
+            put(&mut t, &i.to_le_bytes());
+        }
+        let big = t.capacity();
+        for i in 0..4090u32 {
+            let k = i.to_le_bytes();
+            let Probe::Found(slot) = t.find(hash_of(&k), &k) else { panic!() };
+            unsafe { t.remove_at(slot).free() };
+        }
+        assert!(t.needs_rebuild());
+        t.rebuild(hash_of);
+        assert!(t.capacity() < big / 8);
+        assert_eq!(t.len(), 6);
+    }
+}
