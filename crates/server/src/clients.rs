@@ -1,3 +1,299 @@
-//! Registry of connected clients (stub, being written).
-pub struct ClientInfo;
-pub struct ClientRegistry;
+//! Registry of connected clients: ids, CLIENT LIST data, and killing connections.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::net::Notifier;
+use crate::session::Protocol;
+
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// Milliseconds since the process's clock epoch (the first call). `last_active_ms` uses it.
+pub fn now_ms() -> u64 {
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// One connected client, shared by its connection, the registry and CLIENT commands.
+pub struct ClientInfo {
+    pub id: u64,
+    /// Peer address: "127.0.0.1:5555", or "/path/sock:0" for unix sockets.
+    pub addr: String,
+    /// Local address: "127.0.0.1:6380", or "/path/sock:0".
+    pub laddr: String,
+    pub fd: i32,
+    pub created: Instant,
+    pub protocol: Protocol,
+    /// CLIENT SETNAME.
+    pub name: Mutex<Option<Vec<u8>>>,
+    /// [`now_ms`] at the last read of input (kept up to date by the network runtime).
+    pub last_active_ms: AtomicU64,
+    /// RESP protocol version (2 or 3; HELLO).
+    pub resp_version: AtomicU8,
+    /// Unprocessed input bytes, published by the runtime after each batch.
+    pub qbuf: AtomicU64,
+    /// Unsent output bytes, published by the runtime after each batch.
+    pub omem: AtomicU64,
+    last_cmd: Mutex<&'static str>,
+    killed: AtomicBool,
+    notifier: Option<Arc<Notifier>>,
+}
+
+impl ClientInfo {
+    /// A client owned by the I/O thread that `notifier` wakes.
+    pub fn new(
+        id: u64,
+        addr: String,
+        laddr: String,
+        fd: i32,
+        protocol: Protocol,
+        notifier: Option<Arc<Notifier>>,
+    ) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            fd,
+            created: Instant::now(),
+            protocol,
+            name: Mutex::new(None),
+            last_active_ms: AtomicU64::new(now_ms()),
+            resp_version: AtomicU8::new(2),
+            qbuf: AtomicU64::new(0),
+            omem: AtomicU64::new(0),
+            last_cmd: Mutex::new(""),
+            killed: AtomicBool::new(false),
+            notifier,
+        }
+    }
+
+    /// A client with no connection behind it (tests, internal callers).
+    pub fn detached(id: u64, protocol: Protocol) -> ClientInfo {
+        ClientInfo::new(id, "?:0".into(), "?:0".into(), -1, protocol, None)
+    }
+
+    /// Records the command being run (CLIENT LIST `cmd=`).
+    #[inline]
+    pub fn set_last_command(&self, name: &'static str) {
+        *self.last_cmd.lock() = name;
+    }
+
+    pub fn last_command(&self) -> &'static str {
+        *self.last_cmd.lock()
+    }
+
+    /// Marks the activity time (the runtime does this on every read).
+    #[inline]
+    pub fn touch(&self) {
+        self.last_active_ms.store(now_ms(), Relaxed);
+    }
+
+    /// Asks the connection's thread to close it. Killing the client whose command is running
+    /// lets that command's reply be flushed first.
+    pub fn kill(&self) {
+        if !self.killed.swap(true, Relaxed) {
+            if let Some(n) = &self.notifier {
+                n.request_kill_scan();
+            }
+        }
+    }
+
+    pub fn killed(&self) -> bool {
+        self.killed.load(Relaxed)
+    }
+
+    /// One line of CLIENT LIST (without the trailing newline).
+    pub fn info_line(&self) -> String {
+        let now = now_ms();
+        let age = self.created.elapsed().as_secs();
+        let idle = now.saturating_sub(self.last_active_ms.load(Relaxed)) / 1000;
+        let name = self.name.lock().as_deref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+        let cmd = match self.last_command() {
+            "" => "NULL",
+            c => c,
+        };
+        let qbuf = self.qbuf.load(Relaxed);
+        let omem = self.omem.load(Relaxed);
+        let mut s = String::with_capacity(256);
+        let _ = write!(
+            s,
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 multi=-1 \
+             qbuf={} qbuf-free=0 argv-mem=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            name,
+            age,
+            idle,
+            qbuf,
+            omem,
+            qbuf + omem,
+            cmd,
+            self.resp_version.load(Relaxed),
+        );
+        s
+    }
+}
+
+/// Which clients CLIENT KILL selects; every given criterion must match.
+#[derive(Default, Clone, Debug)]
+pub struct KillFilter<'a> {
+    pub id: Option<u64>,
+    pub addr: Option<&'a str>,
+    pub laddr: Option<&'a str>,
+    pub protocol: Option<Protocol>,
+    /// Never kill this client (SKIPME yes: the caller's id).
+    pub skip_id: Option<u64>,
+}
+
+impl KillFilter<'_> {
+    fn matches(&self, c: &ClientInfo) -> bool {
+        self.id.is_none_or(|id| c.id == id)
+            && self.addr.is_none_or(|a| c.addr == a)
+            && self.laddr.is_none_or(|a| c.laddr == a)
+            && self.protocol.is_none_or(|p| c.protocol == p)
+            && self.skip_id != Some(c.id)
+    }
+}
+
+/// All connected clients, by id.
+pub struct ClientRegistry {
+    next_id: AtomicU64,
+    count: AtomicUsize,
+    map: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+}
+
+impl Default for ClientRegistry {
+    fn default() -> Self {
+        ClientRegistry::new()
+    }
+}
+
+impl ClientRegistry {
+    pub fn new() -> ClientRegistry {
+        ClientRegistry { next_id: AtomicU64::new(1), count: AtomicUsize::new(0), map: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// A fresh client id (1, 2, ...).
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Relaxed)
+    }
+
+    pub fn register(&self, client: Arc<ClientInfo>) {
+        let mut map = self.map.lock();
+        if map.insert(client.id, client).is_none() {
+            self.count.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub fn unregister(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        let removed = self.map.lock().remove(&id);
+        if removed.is_some() {
+            self.count.fetch_sub(1, Relaxed);
+        }
+        removed
+    }
+
+    /// Connected clients (lock-free).
+    pub fn count(&self) -> usize {
+        self.count.load(Relaxed)
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.map.lock().get(&id).cloned()
+    }
+
+    /// Snapshot of all clients, ordered by id.
+    pub fn list(&self) -> Vec<Arc<ClientInfo>> {
+        self.map.lock().values().cloned().collect()
+    }
+
+    /// Kills the client with this id; false if there is none.
+    pub fn kill_by_id(&self, id: u64) -> bool {
+        match self.get(id) {
+            Some(c) => {
+                c.kill();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kills the clients whose peer address is `addr` (except `skip_id`); returns how many.
+    pub fn kill_by_addr(&self, addr: &str, skip_id: Option<u64>) -> usize {
+        self.kill(&KillFilter { addr: Some(addr), skip_id, ..Default::default() })
+    }
+
+    /// Kills the clients connected to local address `laddr` (except `skip_id`); returns how many.
+    pub fn kill_by_laddr(&self, laddr: &str, skip_id: Option<u64>) -> usize {
+        self.kill(&KillFilter { laddr: Some(laddr), skip_id, ..Default::default() })
+    }
+
+    /// Kills every client matching `filter`; returns how many.
+    pub fn kill(&self, filter: &KillFilter<'_>) -> usize {
+        let victims: Vec<Arc<ClientInfo>> = {
+            let map = self.map.lock();
+            if let Some(id) = filter.id {
+                map.get(&id).filter(|c| filter.matches(c)).cloned().into_iter().collect()
+            } else {
+                map.values().filter(|c| filter.matches(c)).cloned().collect()
+            }
+        };
+        for c in &victims {
+            c.kill();
+        }
+        victims.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(reg: &ClientRegistry, addr: &str, laddr: &str) -> Arc<ClientInfo> {
+        let c = Arc::new(ClientInfo::new(reg.next_id(), addr.into(), laddr.into(), 9, Protocol::Resp, None));
+        reg.register(c.clone());
+        c
+    }
+
+    #[test]
+    fn registry() {
+        let reg = ClientRegistry::new();
+        let a = client(&reg, "127.0.0.1:1000", "127.0.0.1:6380");
+        let b = client(&reg, "127.0.0.1:1001", "127.0.0.1:6380");
+        let c = client(&reg, "/tmp/s.sock:0", "/tmp/s.sock:0");
+        assert_eq!((a.id, b.id, c.id), (1, 2, 3));
+        assert_eq!(reg.count(), 3);
+        assert_eq!(reg.list().iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2, 3]);
+
+        assert!(reg.kill_by_id(2));
+        assert!(b.killed() && !a.killed());
+        assert!(!reg.kill_by_id(99));
+        assert_eq!(reg.kill_by_laddr("127.0.0.1:6380", Some(1)), 1);
+        assert!(!a.killed());
+        assert_eq!(reg.kill_by_addr("127.0.0.1:1000", None), 1);
+        assert!(a.killed());
+        assert_eq!(reg.kill(&KillFilter { id: Some(3), skip_id: Some(3), ..Default::default() }), 0);
+
+        assert!(reg.unregister(2).is_some());
+        assert!(reg.unregister(2).is_none());
+        assert_eq!(reg.count(), 2);
+        assert!(reg.get(2).is_none());
+    }
+
+    #[test]
+    fn info_line() {
+        let c = ClientInfo::new(7, "127.0.0.1:5555".into(), "127.0.0.1:6380".into(), 12, Protocol::Resp, None);
+        *c.name.lock() = Some(b"worker".to_vec());
+        let line = c.info_line();
+        assert!(line.starts_with("id=7 addr=127.0.0.1:5555 laddr=127.0.0.1:6380 fd=12 name=worker age=0 idle=0 flags=N"));
+        assert!(line.contains(" cmd=NULL "), "{line}");
+        c.set_last_command("get");
+        assert!(c.info_line().contains(" cmd=get user=default resp=2"));
+    }
+}

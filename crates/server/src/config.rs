@@ -1,2 +1,550 @@
-//! Configuration (stub, being written).
-pub struct Config;
+//! Server configuration: command-line flags (clap) and an optional TOML file (`--config FILE`).
+//!
+//! The file's keys are the long flag names, with dashes or underscores (`max-value-size` or
+//! `max_value_size`); values are strings or integers (`maxmemory = "2gb"`, `port = 6390`).
+//! The file is turned into `--key=value` arguments placed before the real command line, so the
+//! file and the flags share one parser and one set of validation rules, and flags win.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::{CommandFactory, Parser, ValueEnum};
+
+/// How connections are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IoModel {
+    /// `--threads` event loops, each owning its connections and running commands inline.
+    Reactor,
+    /// One network thread for all socket I/O; commands run on a pool of `--workers` threads.
+    Dispatch,
+}
+
+impl IoModel {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoModel::Reactor => "reactor",
+            IoModel::Dispatch => "dispatch",
+        }
+    }
+}
+
+/// What to do when `maxmemory` is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxmemoryPolicy {
+    /// Evict keys (approximate LRU) to make room.
+    Evict,
+    /// Refuse writes that need more memory.
+    NoEviction,
+}
+
+impl MaxmemoryPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            MaxmemoryPolicy::Evict => "evict",
+            MaxmemoryPolicy::NoEviction => "noeviction",
+        }
+    }
+}
+
+/// The effective configuration, after merging the file, the flags and the defaults.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The `--config` file, if any.
+    pub config_file: Option<PathBuf>,
+    pub bind: String,
+    /// RESP TCP port; 0 = no RESP TCP listener.
+    pub port: u16,
+    pub unixsocket: Option<PathBuf>,
+    pub unixsocketperm: Option<u32>,
+    /// memcached TCP port; 0 = off. See [`Config::memcache_tcp_enabled`].
+    pub memcache_port: u16,
+    /// Whether `memcache-port` was given on the command line or in the file.
+    pub memcache_port_explicit: bool,
+    pub memcache_unixsocket: Option<PathBuf>,
+    pub threads: usize,
+    pub io_model: IoModel,
+    pub workers: usize,
+    /// Bytes; 0 = unlimited.
+    pub maxmemory: u64,
+    pub maxmemory_policy: MaxmemoryPolicy,
+    pub maxclients: usize,
+    pub requirepass: Option<String>,
+    /// Normalised: one of trace, debug, verbose, info, notice, warning, error, nothing.
+    pub loglevel: String,
+    pub max_value_size: usize,
+    /// Bytes of unsent output after which a client is disconnected; 0 = unlimited.
+    pub client_output_limit: u64,
+}
+
+const DEFAULT_PORT: u16 = 6380;
+const DEFAULT_MEMCACHE_PORT: u16 = 11212;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cairn-server",
+    version,
+    about = "cairn: a multi-threaded in-memory cache server speaking RESP (Redis) and memcached",
+    args_override_self = true
+)]
+struct Args {
+    /// TOML configuration file (keys are the long flag names); flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Address(es) to listen on (space or comma separated).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    bind: String,
+
+    /// RESP (Redis protocol) TCP port; 0 disables it.
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_PORT)]
+    port: u16,
+
+    /// RESP unix socket path.
+    #[arg(long, value_name = "PATH")]
+    unixsocket: Option<PathBuf>,
+
+    /// Permissions of the unix socket files, in octal (e.g. 700 or 0770).
+    #[arg(long, value_name = "OCTAL", value_parser = parse_octal_perm)]
+    unixsocketperm: Option<u32>,
+
+    /// memcached TCP port; 0 disables it [default: 11212; off when requirepass is set unless
+    /// given explicitly].
+    #[arg(long, value_name = "PORT")]
+    memcache_port: Option<u16>,
+
+    /// memcached unix socket path.
+    #[arg(long, value_name = "PATH")]
+    memcache_unixsocket: Option<PathBuf>,
+
+    /// Event-loop threads for --io-model reactor [default: available cores].
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    threads: Option<usize>,
+
+    /// Connection handling model.
+    #[arg(long, value_enum, value_name = "MODEL", default_value_t = IoModel::Reactor)]
+    io_model: IoModel,
+
+    /// Command worker threads for --io-model dispatch [default: available cores].
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    workers: Option<usize>,
+
+    /// Memory limit for data (e.g. 64mb, 2gb, 100k); 0 = unlimited.
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
+    maxmemory: u64,
+
+    /// Policy at the memory limit: evict (also allkeys-lru/-lfu/-random) or noeviction.
+    #[arg(long, value_name = "POLICY", default_value = "noeviction", value_parser = parse_policy)]
+    maxmemory_policy: MaxmemoryPolicy,
+
+    /// Maximum number of connected clients.
+    #[arg(long, value_name = "N", default_value_t = 10000, value_parser = parse_positive)]
+    maxclients: usize,
+
+    /// Password clients must send with AUTH (RESP only).
+    #[arg(long, value_name = "PASSWORD")]
+    requirepass: Option<String>,
+
+    /// Log level: debug, verbose, info, notice, warning, error, nothing (or trace).
+    #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = parse_loglevel)]
+    loglevel: String,
+
+    /// Largest value or request frame accepted.
+    #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size_usize)]
+    max_value_size: usize,
+
+    /// Unsent output after which a client is disconnected; 0 = unlimited.
+    #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size)]
+    client_output_limit: u64,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// Bad command line, or `--help` / `--version`: call `exit()` on it.
+    Args(clap::Error),
+    /// The configuration file could not be read or is invalid.
+    File(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Args(e) => write!(f, "{e}"),
+            ConfigError::File(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config::from_args(["cairn-server"]).expect("defaults parse")
+    }
+}
+
+impl Config {
+    /// Parses the process's command line (and the `--config` file it names).
+    pub fn load() -> Result<Config, ConfigError> {
+        Config::from_args(std::env::args_os())
+    }
+
+    /// Parses `args` (the first item is the program name) and the `--config` file they name.
+    pub fn from_args<I, T>(args: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let argv: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let cli = Args::try_parse_from(&argv).map_err(ConfigError::Args)?;
+        let Some(path) = cli.config.clone() else {
+            return Ok(Config::from_parsed(cli));
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| ConfigError::File(format!("cannot read config file {}: {e}", path.display())))?;
+        let file_args = file_to_args(&text)
+            .map_err(|e| ConfigError::File(format!("config file {}: {e}", path.display())))?;
+        let program = argv.first().cloned().unwrap_or_else(|| "cairn-server".into());
+        // Validate the file alone first so its errors name the file.
+        Args::try_parse_from(std::iter::once(program.clone()).chain(file_args.iter().cloned())).map_err(
+            |e| {
+                let msg = e.to_string();
+                let first = msg.lines().next().unwrap_or("").trim_start_matches("error: ");
+                ConfigError::File(format!("config file {}: {first}", path.display()))
+            },
+        )?;
+        let merged = std::iter::once(program)
+            .chain(file_args)
+            .chain(argv.into_iter().skip(1));
+        let args = Args::try_parse_from(merged).map_err(ConfigError::Args)?;
+        Ok(Config::from_parsed(args))
+    }
+
+    fn from_parsed(a: Args) -> Config {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        Config {
+            config_file: a.config,
+            bind: a.bind,
+            port: a.port,
+            unixsocket: a.unixsocket,
+            unixsocketperm: a.unixsocketperm,
+            memcache_port: a.memcache_port.unwrap_or(DEFAULT_MEMCACHE_PORT),
+            memcache_port_explicit: a.memcache_port.is_some(),
+            memcache_unixsocket: a.memcache_unixsocket,
+            threads: a.threads.unwrap_or(cores),
+            io_model: a.io_model,
+            workers: a.workers.unwrap_or(cores),
+            maxmemory: a.maxmemory,
+            maxmemory_policy: a.maxmemory_policy,
+            maxclients: a.maxclients,
+            requirepass: a.requirepass.filter(|p| !p.is_empty()),
+            loglevel: a.loglevel,
+            max_value_size: a.max_value_size,
+            client_output_limit: a.client_output_limit,
+        }
+    }
+
+    /// Whether the memcached TCP listener runs: it has no authentication, so with `requirepass`
+    /// set it only runs when `--memcache-port` was given explicitly.
+    pub fn memcache_tcp_enabled(&self) -> bool {
+        self.memcache_port != 0 && (self.requirepass.is_none() || self.memcache_port_explicit)
+    }
+
+    /// The `tracing` level for `loglevel`.
+    pub fn level_filter(&self) -> tracing::level_filters::LevelFilter {
+        use tracing::level_filters::LevelFilter;
+        match self.loglevel.as_str() {
+            "trace" => LevelFilter::TRACE,
+            "debug" | "verbose" => LevelFilter::DEBUG,
+            "info" | "notice" => LevelFilter::INFO,
+            "warning" => LevelFilter::WARN,
+            "error" => LevelFilter::ERROR,
+            _ => LevelFilter::OFF,
+        }
+    }
+}
+
+/// Converts the TOML file into `--key=value` arguments.
+fn file_to_args(text: &str) -> Result<Vec<OsString>, String> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.message().to_string())?;
+    let cmd = Args::command();
+    let mut out = Vec::with_capacity(table.len());
+    for (key, value) in table {
+        let flag = key.replace('_', "-");
+        let known = cmd
+            .get_arguments()
+            .any(|a| a.get_long() == Some(flag.as_str()) && flag != "config");
+        if !known {
+            return Err(format!("unknown key '{key}'"));
+        }
+        let v = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => return Err(format!("key '{key}': expected a string or an integer, got {}", other.type_str())),
+        };
+        out.push(OsString::from(format!("--{flag}={v}")));
+    }
+    Ok(out)
+}
+
+/// Parses a size: a number with an optional case-insensitive suffix b, k/kb, m/mb, g/gb, t/tb
+/// (all powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("invalid size '{s}' (expected e.g. 1024, 100k, 64mb, 2gb)"));
+    }
+    let n: u64 = num.parse().map_err(|_| format!("size '{s}' is too large"))?;
+    let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        "t" | "tb" => 1 << 40,
+        _ => return Err(format!("invalid size suffix in '{s}' (use k, kb, m, mb, g or gb)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+fn parse_size_usize(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("size '{s}' is too large"))
+}
+
+fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("invalid number '{s}'")),
+    }
+}
+
+fn parse_octal_perm(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let t = t.strip_prefix("0o").unwrap_or(t);
+    match u32::from_str_radix(t, 8) {
+        Ok(n) if n <= 0o7777 && !t.is_empty() => Ok(n),
+        _ => Err(format!("invalid permissions '{s}' (expected octal, e.g. 700 or 0770)")),
+    }
+}
+
+fn parse_policy(s: &str) -> Result<MaxmemoryPolicy, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "evict" | "allkeys-lru" | "allkeys-lfu" | "allkeys-random" => Ok(MaxmemoryPolicy::Evict),
+        "noeviction" | "no-eviction" => Ok(MaxmemoryPolicy::NoEviction),
+        _ => Err(format!(
+            "invalid policy '{s}' (expected evict, noeviction, allkeys-lru, allkeys-lfu or allkeys-random)"
+        )),
+    }
+}
+
+fn parse_loglevel(s: &str) -> Result<String, String> {
+    let l = s.trim().to_ascii_lowercase();
+    let norm = match l.as_str() {
+        "trace" => "trace",
+        "debug" => "debug",
+        "verbose" => "verbose",
+        "info" => "info",
+        "notice" => "notice",
+        "warning" | "warn" => "warning",
+        "error" => "error",
+        "nothing" | "off" | "none" => "nothing",
+        _ => {
+            return Err(format!(
+                "invalid log level '{s}' (expected debug, verbose, info, notice, warning, error or nothing)"
+            ))
+        }
+    };
+    Ok(norm.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn cfg(args: &[&str]) -> Config {
+        let mut v = vec!["cairn-server"];
+        v.extend_from_slice(args);
+        Config::from_args(v).unwrap()
+    }
+
+    fn temp_file(contents: &str) -> PathBuf {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("cairn-config-test-{}-{n}.toml", std::process::id()));
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(contents.as_bytes()).unwrap();
+        path
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("100k"), Ok(100 * 1024));
+        assert_eq!(parse_size("100KB"), Ok(100 * 1024));
+        assert_eq!(parse_size("64mb"), Ok(64 << 20));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2gb"), Ok(2 << 30));
+        assert_eq!(parse_size("2Gb"), Ok(2 << 30));
+        assert_eq!(parse_size("7b"), Ok(7));
+        assert_eq!(parse_size(" 3 mb "), Ok(3 << 20));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("mb").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("1.5gb").is_err());
+        assert!(parse_size("12xb").is_err());
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("99999999999gb").is_err());
+    }
+
+    #[test]
+    fn defaults() {
+        let c = cfg(&[]);
+        assert_eq!(c.bind, "127.0.0.1");
+        assert_eq!(c.port, 6380);
+        assert_eq!(c.memcache_port, 11212);
+        assert!(!c.memcache_port_explicit);
+        assert!(c.memcache_tcp_enabled());
+        assert_eq!(c.io_model, IoModel::Reactor);
+        assert!(c.threads >= 1 && c.workers >= 1);
+        assert_eq!(c.maxmemory, 0);
+        assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::NoEviction);
+        assert_eq!(c.maxclients, 10000);
+        assert_eq!(c.requirepass, None);
+        assert_eq!(c.loglevel, "info");
+        assert_eq!(c.max_value_size, 64 << 20);
+        assert_eq!(c.client_output_limit, 64 << 20);
+        assert_eq!(c.unixsocketperm, None);
+    }
+
+    #[test]
+    fn flags() {
+        let c = cfg(&[
+            "--port",
+            "7000",
+            "--maxmemory",
+            "2GB",
+            "--maxmemory-policy",
+            "allkeys-lru",
+            "--io-model",
+            "dispatch",
+            "--threads",
+            "3",
+            "--workers=5",
+            "--unixsocketperm",
+            "0770",
+            "--loglevel",
+            "WARNING",
+            "--requirepass",
+            "s3cret",
+        ]);
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.maxmemory, 2 << 30);
+        assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::Evict);
+        assert_eq!(c.io_model, IoModel::Dispatch);
+        assert_eq!(c.threads, 3);
+        assert_eq!(c.workers, 5);
+        assert_eq!(c.unixsocketperm, Some(0o770));
+        assert_eq!(c.loglevel, "warning");
+        assert_eq!(c.requirepass.as_deref(), Some("s3cret"));
+        // requirepass without an explicit memcache port turns the memcached TCP listener off.
+        assert!(!c.memcache_tcp_enabled());
+        let c = cfg(&["--requirepass", "x", "--memcache-port", "11212"]);
+        assert!(c.memcache_port_explicit);
+        assert!(c.memcache_tcp_enabled());
+        let c = cfg(&["--port", "1", "--port", "2"]);
+        assert_eq!(c.port, 2);
+        assert_eq!(cfg(&["--requirepass", ""]).requirepass, None);
+    }
+
+    #[test]
+    fn bad_flags() {
+        for bad in [
+            &["--threads", "0"][..],
+            &["--maxmemory", "lots"],
+            &["--maxmemory-policy", "volatile-lru"],
+            &["--unixsocketperm", "999"],
+            &["--loglevel", "chatty"],
+            &["--port", "70000"],
+            &["--io-model", "uring"],
+            &["--nope"],
+        ] {
+            let mut v = vec!["cairn-server"];
+            v.extend_from_slice(bad);
+            assert!(Config::from_args(v).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn file_and_flag_precedence() {
+        let path = temp_file(
+            "port = 7001\nmaxmemory = \"100mb\"\nmaxmemory_policy = \"evict\"\n\
+             max-value-size = \"1mb\"\nmemcache_port = 11300\nunixsocketperm = 700\n\
+             requirepass = \"pw\"\nthreads = 2\n",
+        );
+        let p = path.to_str().unwrap();
+        let c = cfg(&["--config", p]);
+        assert_eq!(c.config_file.as_deref(), Some(path.as_path()));
+        assert_eq!(c.port, 7001);
+        assert_eq!(c.maxmemory, 100 << 20);
+        assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::Evict);
+        assert_eq!(c.max_value_size, 1 << 20);
+        assert_eq!(c.memcache_port, 11300);
+        assert!(c.memcache_port_explicit);
+        assert!(c.memcache_tcp_enabled());
+        assert_eq!(c.unixsocketperm, Some(0o700));
+        assert_eq!(c.threads, 2);
+        // Flags win over the file, wherever they appear.
+        let c = cfg(&["--port", "7002", "--config", p, "--maxmemory", "1gb", "--threads=4"]);
+        assert_eq!(c.port, 7002);
+        assert_eq!(c.maxmemory, 1 << 30);
+        assert_eq!(c.threads, 4);
+        assert_eq!(c.max_value_size, 1 << 20);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn bad_files() {
+        for text in [
+            "nosuchkey = 1\n",
+            "config = \"other.toml\"\n",
+            "port = \"notaport\"\n",
+            "port = [1, 2]\n",
+            "this is not toml\n",
+        ] {
+            let path = temp_file(text);
+            let r = Config::from_args(["cairn-server", "--config", path.to_str().unwrap()]);
+            std::fs::remove_file(&path).unwrap();
+            match r {
+                Err(ConfigError::File(msg)) => assert!(msg.contains("config file"), "{msg}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+        let r = Config::from_args(["cairn-server", "--config", "/nonexistent/cairn.toml"]);
+        assert!(matches!(r, Err(ConfigError::File(_))));
+    }
+
+    #[test]
+    fn loglevels() {
+        use tracing::level_filters::LevelFilter;
+        assert_eq!(cfg(&["--loglevel", "debug"]).level_filter(), LevelFilter::DEBUG);
+        assert_eq!(cfg(&["--loglevel", "verbose"]).level_filter(), LevelFilter::DEBUG);
+        assert_eq!(cfg(&["--loglevel", "notice"]).level_filter(), LevelFilter::INFO);
+        assert_eq!(cfg(&["--loglevel", "warning"]).level_filter(), LevelFilter::WARN);
+        assert_eq!(cfg(&["--loglevel", "nothing"]).level_filter(), LevelFilter::OFF);
+    }
+
+    #[test]
+    fn help_and_version() {
+        let e = Config::from_args(["cairn-server", "--version"]).unwrap_err();
+        assert!(matches!(&e, ConfigError::Args(e) if e.kind() == clap::error::ErrorKind::DisplayVersion));
+        let e = Config::from_args(["cairn-server", "--help"]).unwrap_err();
+        assert!(matches!(&e, ConfigError::Args(e) if e.kind() == clap::error::ErrorKind::DisplayHelp));
+    }
+}

@@ -1,7 +1,9 @@
 //! cairn-server: listeners, connections, threads and the command table over the store.
 
 pub mod clients;
+pub mod command;
 pub mod config;
+pub mod memcached;
 pub mod net;
 pub mod session;
 pub mod shared;

@@ -1,2 +1,108 @@
 //! The `cairn-server` binary: parses configuration and runs the server until a signal stops it.
-fn main() {}
+
+use std::process::exit;
+
+use cairn_server::config::{Config, ConfigError};
+use cairn_server::net::Server;
+use cairn_server::shared::Shared;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use tracing::{error, info, warn};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let config = match Config::load() {
+        Ok(c) => c,
+        Err(ConfigError::Args(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("cairn-server: {e}");
+            exit(1);
+        }
+    };
+    init_logging(&config);
+    cairn_server::clients::now_ms();
+    raise_fd_limit(config.maxclients);
+
+    // Registered before any thread starts, so every thread inherits the handlers.
+    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("cannot install signal handlers: {e}");
+            exit(1);
+        }
+    };
+
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        pid = std::process::id(),
+        maxmemory = config.maxmemory,
+        policy = config.maxmemory_policy.name(),
+        "cairn starting"
+    );
+    let shared = Shared::new(config);
+    let server = match Server::start(shared) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("{e}");
+            exit(1);
+        }
+    };
+
+    let signal = signals.forever().next();
+    info!(signal = signal.map(signal_name), "shutting down");
+    // A second signal while shutting down exits at once.
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            warn!("second signal: exiting now");
+            exit(1);
+        }
+    });
+    server.shutdown();
+    info!("bye");
+    // Skip freeing the keyspace: the OS reclaims it faster.
+    exit(0);
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        SIGTERM => "SIGTERM",
+        SIGINT => "SIGINT",
+        _ => "?",
+    }
+}
+
+fn init_logging(config: &Config) {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(config.level_filter())
+        .with_target(false)
+        .init();
+}
+
+/// Raises the open-file soft limit to the hard limit, so that `maxclients` connections fit.
+fn raise_fd_limit(maxclients: usize) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    // Listeners, pollers, wakers and the store's files need a few dozen descriptors.
+    let needed = maxclients as u64 + 64;
+    if lim.rlim_cur < needed {
+        warn!(
+            "open file limit is {} but maxclients {maxclients} needs about {needed}: connections past the limit \
+             will fail to be accepted",
+            lim.rlim_cur
+        );
+    }
+}

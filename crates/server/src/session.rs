@@ -1,9 +1,12 @@
-//! One connection's protocol state: parses requests from input bytes and appends replies.
-//! (stub: being written; the runtime only relies on the signatures below)
+//! One connection's protocol state: frames requests out of input bytes, runs them through the
+//! command table and appends the replies. The network runtime owns the bytes and the socket.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::clients::ClientInfo;
+use crate::command::{self, flags, Args, Conn, OwnedArgs};
+use crate::memcached::McState;
 use crate::shared::Shared;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,24 +26,129 @@ pub struct Progress {
 pub struct Session {
     protocol: Protocol,
     shared: Arc<Shared>,
-    client: Arc<ClientInfo>,
+    conn: Conn,
+    limits: resp::request::Limits,
+    ranges: Vec<std::ops::Range<usize>>,
+    scratch: Vec<u8>,
+    memcache: McState,
 }
 
 impl Session {
     pub fn new(protocol: Protocol, shared: Arc<Shared>, client: Arc<ClientInfo>) -> Session {
-        Session { protocol, shared, client }
+        let authenticated = !shared.settings.auth_required();
+        // Values past --max-value-size are refused by the command with a clear error; only
+        // frames larger still are protocol errors (their bytes would have to be buffered).
+        let max_value = shared.settings.max_value_size.load(Relaxed);
+        let limits = resp::request::Limits { max_bulk_len: max_value + 1024 * 1024, ..Default::default() };
+        Session {
+            protocol,
+            shared,
+            conn: Conn::new(client, authenticated),
+            limits,
+            ranges: Vec::new(),
+            scratch: Vec::new(),
+            memcache: McState::default(),
+        }
     }
 
     /// Handles every complete request at the start of `input`, appending each reply to `out`.
     /// Incomplete trailing bytes are left unconsumed for the next call.
     pub fn process(&mut self, input: &[u8], out: &mut Vec<u8>) -> Progress {
-        let _ = (&self.protocol, &self.shared, &self.client);
-        // Stub: answers every line with PONG so the runtime can be exercised.
-        let mut consumed = 0;
-        while let Some(pos) = input[consumed..].iter().position(|&b| b == b'\n') {
-            consumed += pos + 1;
-            out.extend_from_slice(b"+PONG\r\n");
+        let progress = match self.protocol {
+            Protocol::Resp => self.process_resp(input, out),
+            Protocol::Memcache => {
+                let (consumed, close, commands) = self.memcache.process(&self.shared, &self.conn.client, input, out);
+                self.count(commands);
+                Progress { consumed, close }
+            }
+        };
+        progress
+    }
+
+    fn count(&self, commands: u64) {
+        if commands > 0 {
+            self.shared.stats.total_commands_processed.fetch_add(commands, Relaxed);
         }
-        Progress { consumed, close: false }
+    }
+
+    fn process_resp(&mut self, input: &[u8], out: &mut Vec<u8>) -> Progress {
+        let mut consumed = 0;
+        let mut commands = 0;
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut close = false;
+        while consumed < input.len() {
+            let rest = &input[consumed..];
+            match resp::request::parse_request(rest, &self.limits, &mut ranges, &mut scratch) {
+                Err(err) => {
+                    err.write_reply(out);
+                    consumed = input.len();
+                    close = true;
+                    break;
+                }
+                Ok((resp::request::Parsed::Incomplete { .. }, _)) => break,
+                Ok((resp::request::Parsed::Complete(n), source)) => {
+                    consumed += n;
+                    if ranges.is_empty() {
+                        continue;
+                    }
+                    let buf = match source {
+                        resp::request::ArgSource::Buffer => rest,
+                        resp::request::ArgSource::Scratch => &scratch[..],
+                    };
+                    commands += 1;
+                    self.dispatch(Args::new(buf, &ranges), out);
+                    if self.conn.close {
+                        close = true;
+                        break;
+                    }
+                }
+            }
+        }
+        self.ranges = ranges;
+        self.scratch = scratch;
+        self.count(commands);
+        Progress { consumed, close }
+    }
+
+    fn dispatch(&mut self, args: Args<'_>, out: &mut Vec<u8>) {
+        let Some(command) = command::lookup(args.get(0)) else {
+            let mut msg = format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(args.get(0)));
+            for arg in args.tail(1) {
+                msg.push_str(&format!("'{}' ", String::from_utf8_lossy(&arg[..arg.len().min(128)])));
+            }
+            return self.reject(out, msg.as_bytes());
+        };
+        if !command.arity_ok(args.len()) {
+            let msg = format!("ERR wrong number of arguments for '{}' command", command.name);
+            return self.reject(out, msg.as_bytes());
+        }
+        if !self.conn.authenticated && !command.has(flags::NOAUTH) {
+            return self.reject(out, b"NOAUTH Authentication required.");
+        }
+        if command.has(flags::WRITE) {
+            let limit = self.shared.settings.max_value_size.load(Relaxed);
+            if args.tail(1).any(|a| a.len() > limit) {
+                let msg = format!("ERR value is larger than max-value-size ({limit} bytes)");
+                return self.reject(out, msg.as_bytes());
+            }
+        }
+        self.conn.client.set_last_command(command.name);
+        if let Some(queue) = self.conn.multi.as_mut() {
+            if !command.has(flags::NOQUEUE) {
+                queue.push(OwnedArgs::copy(&args));
+                return resp::reply::simple(out, b"QUEUED");
+            }
+        }
+        command::execute(command, args, &self.shared, &mut self.conn, out);
+    }
+
+    /// Replies with an error for a command that could not run; inside MULTI this also dooms
+    /// the transaction, as in Redis.
+    fn reject(&mut self, out: &mut Vec<u8>, msg: &[u8]) {
+        if self.conn.multi.is_some() {
+            self.conn.multi_dirty = true;
+        }
+        resp::reply::error(out, msg)
     }
 }

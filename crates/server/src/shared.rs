@@ -1,11 +1,13 @@
 //! State shared by every thread of the server: configuration, the store, clients and counters.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use parking_lot::RwLock;
+
 use crate::clients::ClientRegistry;
-use crate::config::Config;
+use crate::config::{Config, MaxmemoryPolicy};
 
 /// Counters reported by INFO and memcached `stats`. Relaxed atomics: they are statistics.
 #[derive(Default)]
@@ -18,11 +20,80 @@ pub struct ServerStats {
     pub client_output_limit_disconnections: AtomicU64,
 }
 
+/// Settings that CONFIG SET may change while the server runs (the store holds maxmemory and
+/// the policy itself).
+pub struct Settings {
+    requirepass: RwLock<Option<Vec<u8>>>,
+    auth_required: AtomicBool,
+    pub maxclients: AtomicUsize,
+    pub client_output_limit: AtomicU64,
+    pub max_value_size: AtomicUsize,
+}
+
+impl Settings {
+    fn new(config: &Config) -> Settings {
+        let settings = Settings {
+            requirepass: RwLock::new(None),
+            auth_required: AtomicBool::new(false),
+            maxclients: AtomicUsize::new(config.maxclients),
+            client_output_limit: AtomicU64::new(config.client_output_limit),
+            max_value_size: AtomicUsize::new(config.max_value_size),
+        };
+        settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));
+        settings
+    }
+
+    /// Whether new connections must AUTH before running commands.
+    pub fn auth_required(&self) -> bool {
+        self.auth_required.load(Ordering::Relaxed)
+    }
+
+    pub fn requirepass(&self) -> Option<Vec<u8>> {
+        self.requirepass.read().clone()
+    }
+
+    pub fn set_requirepass(&self, pass: Option<&[u8]>) {
+        let pass = pass.filter(|p| !p.is_empty()).map(<[u8]>::to_vec);
+        self.auth_required.store(pass.is_some(), Ordering::Relaxed);
+        *self.requirepass.write() = pass;
+    }
+
+    /// Constant-time comparison, so the reply time does not leak the password's prefix.
+    pub fn password_matches(&self, given: &[u8]) -> bool {
+        match &*self.requirepass.read() {
+            None => false,
+            Some(p) => p.len() == given.len() && p.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0,
+        }
+    }
+}
+
 pub struct Shared {
     pub config: Config,
+    pub settings: Settings,
     pub store: Arc<store::Store>,
     pub clients: ClientRegistry,
     pub stats: ServerStats,
     pub started: Instant,
     pub shutdown: AtomicBool,
+}
+
+impl Shared {
+    /// Builds the store and the shared state for `config`.
+    pub fn new(config: Config) -> Arc<Shared> {
+        let store = store::Store::new(store::StoreConfig {
+            shards: (config.threads * 64).clamp(64, 4096),
+            maxmemory: config.maxmemory,
+            evict: config.maxmemory_policy == MaxmemoryPolicy::Evict,
+            background: true,
+        });
+        Arc::new(Shared {
+            settings: Settings::new(&config),
+            config,
+            store,
+            clients: ClientRegistry::default(),
+            stats: ServerStats::default(),
+            started: Instant::now(),
+            shutdown: AtomicBool::new(false),
+        })
+    }
 }

@@ -26,6 +26,10 @@ pub enum Kind {
 const KIND_MASK: u8 = 0b11;
 const HAS_EXPIRE: u8 = 0b100;
 const HAS_FLAGS: u8 = 0b1000;
+/// memcached meta protocol: the record was invalidated (`md ... I`) and is served as stale.
+pub(crate) const STALE: u8 = 0b1_0000;
+/// memcached meta protocol: a client was already told it won the right to recache.
+pub(crate) const WIN_SENT: u8 = 0b10_0000;
 
 /// Owning thin pointer to a record's allocation. Freed by `ItemPtr::free`, never implicitly:
 /// the table owns its records and decides when (and on which thread) they are freed.
@@ -239,6 +243,20 @@ impl ItemPtr {
         }
     }
 
+    pub fn marks(self) -> u8 {
+        // SAFETY: meta byte is the first byte of a live record.
+        unsafe { *self.0.as_ptr() & (STALE | WIN_SENT) }
+    }
+
+    /// SAFETY contract as `write_u64`: exclusive lock held.
+    pub fn set_marks(self, marks: u8) {
+        // SAFETY: the meta byte is only written under the exclusive lock.
+        unsafe {
+            let p = self.0.as_ptr();
+            *p = (*p & !(STALE | WIN_SENT)) | (marks & (STALE | WIN_SENT));
+        }
+    }
+
     pub fn flags(self) -> u32 {
         let o = self.offsets();
         o.flags.map_or(0, |at| {
@@ -267,6 +285,10 @@ impl ItemPtr {
         if bit.load(Ordering::Relaxed) == 0 {
             bit.store(1, Ordering::Relaxed);
         }
+    }
+
+    pub fn visited(self) -> bool {
+        self.visited_bit().load(Ordering::Relaxed) != 0
     }
 
     /// Clears the reference bit, returning whether it was set (CLOCK's second chance).
@@ -326,6 +348,18 @@ impl<'a> Item<'a> {
     /// memcached client flags.
     pub fn flags(&self) -> u32 {
         self.ptr.flags()
+    }
+    /// memcached meta protocol: whether the record was invalidated and is served stale.
+    pub fn is_stale(&self) -> bool {
+        self.ptr.marks() & STALE != 0
+    }
+    /// memcached meta protocol: whether a client already won the right to recache it.
+    pub fn win_sent(&self) -> bool {
+        self.ptr.marks() & WIN_SENT != 0
+    }
+    /// Whether the record was read since the eviction hand last passed (memcached `h`).
+    pub fn was_hit(&self) -> bool {
+        self.ptr.visited()
     }
     /// Unique version of this record: changes on every write, used by memcached CAS and WATCH.
     pub fn cas(&self) -> u64 {

@@ -232,17 +232,23 @@ impl Store {
     }
 
     pub fn stats(&self) -> StoreStats {
+        self.stats_with(|index, f| f(&self.shards[index].lock.read()))
+    }
+
+    /// Sums the counters, reading each shard's table through `with_shard`.
+    fn stats_with(&self, mut with_shard: impl FnMut(usize, &mut dyn FnMut(&Shard))) -> StoreStats {
         let mut s = StoreStats { used_memory: self.used_memory(), ..StoreStats::default() };
-        for cell in self.shards.iter() {
+        for (index, cell) in self.shards.iter().enumerate() {
             s.hits += cell.hits.load(Ordering::Relaxed);
             s.misses += cell.misses.load(Ordering::Relaxed);
             s.expired += cell.expired.load(Ordering::Relaxed);
             s.evicted += cell.evicted.load(Ordering::Relaxed);
-            let shard = cell.lock.read();
-            s.keys += shard.table.len() as u64;
-            s.keys_with_expiry += (0..shard.table.capacity())
-                .filter(|&i| Table::slot_has_expire(shard.table.slot(i)))
-                .count() as u64;
+            with_shard(index, &mut |shard: &Shard| {
+                s.keys += shard.table.len() as u64;
+                s.keys_with_expiry += (0..shard.table.capacity())
+                    .filter(|&i| Table::slot_has_expire(shard.table.slot(i)))
+                    .count() as u64;
+            });
         }
         s
     }
@@ -353,6 +359,14 @@ impl<'s> Locked<'s> {
         self.len() == 0
     }
 
+    /// Counters as `Store::stats`, without taking the locks this already holds.
+    pub fn stats(&self) -> StoreStats {
+        self.store.stats_with(|index, f| match self.guards.binary_search_by_key(&index, |(i, _)| *i) {
+            Ok(pos) => f(&self.guards[pos].1),
+            Err(_) => f(&self.store.shards[index].lock.read()),
+        })
+    }
+
     pub fn flush(&mut self) {
         let store = self.store;
         for (index, shard) in self.guards.iter_mut() {
@@ -405,6 +419,13 @@ impl<'a, 's> Db<'a, 's> {
         match self {
             Db::Shared(store) => store.flush(),
             Db::Locked(locked) => locked.flush(),
+        }
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        match self {
+            Db::Shared(store) => store.stats(),
+            Db::Locked(locked) => locked.stats(),
         }
     }
 

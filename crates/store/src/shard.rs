@@ -226,6 +226,23 @@ impl<'a> Entry<'a> {
         .is_ok()
     }
 
+    /// Sets the memcached meta-protocol marks (stale, win sent) of the existing record in place.
+    /// Returns false when there is no record.
+    pub fn set_marks(&mut self, stale: bool, win_sent: bool) -> bool {
+        let Probe::Found(i) = self.probe else { return false };
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        let marks = if stale { crate::item::STALE } else { 0 } | if win_sent { crate::item::WIN_SENT } else { 0 };
+        item.set_marks(marks);
+        true
+    }
+
+    /// Replaces the record's CAS with a caller-chosen one (memcached meta `E` flag).
+    pub fn set_cas(&mut self, cas: u64) -> bool {
+        let Probe::Found(i) = self.probe else { return false };
+        self.shard.table.item_at(i).expect("found slot is occupied").set_cas(cas);
+        true
+    }
+
     /// Frees memory until `extra` more bytes fit under the limit: from this shard first, then
     /// from others that are not busy. Fails when eviction is off or nothing is left to evict.
     fn make_room(&mut self, extra: usize) -> Result<(), OutOfMemory> {

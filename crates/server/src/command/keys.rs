@@ -1,0 +1,199 @@
+//! Keyspace commands: DEL, EXISTS, TYPE, the expiry family, SCAN, KEYS, DBSIZE, FLUSHALL.
+
+use store::{glob, now_ms, Kind};
+
+use super::{ops, parse_i64, Ctx, SYNTAX};
+
+pub fn del(ctx: &mut Ctx<'_, '_>) {
+    let mut removed = 0;
+    for i in 1..ctx.argc() {
+        removed += i64::from(ctx.db.write(ctx.args.get(i), |e| e.remove()));
+    }
+    ctx.int(removed)
+}
+
+pub fn exists(ctx: &mut Ctx<'_, '_>) {
+    let mut found = 0;
+    for i in 1..ctx.argc() {
+        found += i64::from(ctx.db.read(ctx.args.get(i), |item| item.is_some()));
+    }
+    ctx.int(found)
+}
+
+pub fn type_of(ctx: &mut Ctx<'_, '_>) {
+    let kind = ctx.db.read(ctx.args.get(1), |item| item.map(|i| i.kind()));
+    ctx.simple(match kind {
+        None => b"none",
+        Some(Kind::String) => b"string",
+        Some(Kind::Hash) => b"hash",
+    })
+}
+
+fn expire_generic(ctx: &mut Ctx<'_, '_>, unit_ms: i64, absolute: bool) {
+    let Some(amount) = ctx.int_arg(2) else { return };
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for i in 3..ctx.argc() {
+        match ctx.arg(i).to_ascii_lowercase().as_slice() {
+            b"nx" => nx = true,
+            b"xx" => xx = true,
+            b"gt" => gt = true,
+            b"lt" => lt = true,
+            other => {
+                let msg = format!("ERR Unsupported option {}", String::from_utf8_lossy(other));
+                return ctx.err(msg.as_bytes());
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return ctx.err(b"ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return ctx.err(b"ERR GT and LT options at the same time are not compatible");
+    }
+    let now = now_ms();
+    let Some(deadline) = ops::deadline(amount, unit_ms, absolute, now) else {
+        let name = super::lower(ctx.arg(0));
+        return ctx.err(format!("ERR invalid expire time in '{name}' command").as_bytes());
+    };
+    let key = ctx.arg(1);
+    let changed = ctx.db.write(key, |e| {
+        let Some(item) = e.item() else { return false };
+        let current = item.expire_at();
+        let new = deadline.max(0) as u64;
+        let skip = (nx && current.is_some())
+            || (xx && current.is_none())
+            || (gt && current.is_none_or(|c| new <= c))
+            || (lt && current.is_some_and(|c| new >= c));
+        if skip {
+            return false;
+        }
+        if deadline <= now as i64 {
+            e.remove()
+        } else {
+            e.set_expire(Some(new))
+        }
+    });
+    ctx.int(i64::from(changed))
+}
+
+pub fn expire(ctx: &mut Ctx<'_, '_>) {
+    expire_generic(ctx, 1000, false)
+}
+pub fn pexpire(ctx: &mut Ctx<'_, '_>) {
+    expire_generic(ctx, 1, false)
+}
+pub fn expireat(ctx: &mut Ctx<'_, '_>) {
+    expire_generic(ctx, 1000, true)
+}
+pub fn pexpireat(ctx: &mut Ctx<'_, '_>) {
+    expire_generic(ctx, 1, true)
+}
+
+/// TTL-style replies: -2 no key, -1 no deadline, else `f(deadline_ms)`.
+fn ttl_generic(ctx: &mut Ctx<'_, '_>, f: impl FnOnce(u64) -> i64) {
+    let state = ctx.db.read(ctx.args.get(1), |item| item.map(|i| i.expire_at()));
+    ctx.int(match state {
+        None => -2,
+        Some(None) => -1,
+        Some(Some(deadline)) => f(deadline),
+    })
+}
+
+pub fn ttl(ctx: &mut Ctx<'_, '_>) {
+    ttl_generic(ctx, |d| (d.saturating_sub(now_ms()) as i64 + 500) / 1000)
+}
+pub fn pttl(ctx: &mut Ctx<'_, '_>) {
+    ttl_generic(ctx, |d| d.saturating_sub(now_ms()) as i64)
+}
+pub fn expiretime(ctx: &mut Ctx<'_, '_>) {
+    ttl_generic(ctx, |d| (d / 1000) as i64)
+}
+pub fn pexpiretime(ctx: &mut Ctx<'_, '_>) {
+    ttl_generic(ctx, |d| d as i64)
+}
+
+pub fn persist(ctx: &mut Ctx<'_, '_>) {
+    let changed = ctx.db.write(ctx.args.get(1), |e| e.item().is_some_and(|i| i.expire_at().is_some()) && e.set_expire(None));
+    ctx.int(i64::from(changed))
+}
+
+fn kind_name(kind: Kind) -> &'static [u8] {
+    match kind {
+        Kind::String => b"string",
+        Kind::Hash => b"hash",
+    }
+}
+
+pub fn scan(ctx: &mut Ctx<'_, '_>) {
+    let Some(cursor) = std::str::from_utf8(ctx.arg(1)).ok().and_then(|s| s.parse::<u64>().ok()) else {
+        return ctx.err(b"ERR invalid cursor");
+    };
+    let (mut pattern, mut count, mut kind) = (None, 10usize, None);
+    let mut i = 2;
+    while i < ctx.argc() {
+        if i + 1 >= ctx.argc() {
+            return ctx.err(SYNTAX);
+        }
+        let value = ctx.args.get(i + 1);
+        match ctx.arg(i).to_ascii_lowercase().as_slice() {
+            b"match" => pattern = Some(value),
+            b"count" => match parse_i64(value) {
+                Some(n) if n >= 1 => count = n as usize,
+                Some(_) => return ctx.err(SYNTAX),
+                None => return ctx.err(super::NOT_INTEGER),
+            },
+            b"type" => kind = Some(value.to_ascii_lowercase()),
+            _ => return ctx.err(SYNTAX),
+        }
+        i += 2;
+    }
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let next = ctx.db.scan(cursor, count, |item| {
+        let wanted_kind = kind.as_deref().is_none_or(|k| k == kind_name(item.kind()));
+        if wanted_kind && pattern.is_none_or(|p| glob::matches(p, item.key())) {
+            found.push(item.key().to_vec());
+        }
+    });
+    ctx.array(2);
+    ctx.bulk(itoa::Buffer::new().format(next).as_bytes());
+    ctx.array(found.len());
+    for key in &found {
+        ctx.bulk(key);
+    }
+}
+
+pub fn keys(ctx: &mut Ctx<'_, '_>) {
+    let pattern = ctx.arg(1);
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let mut cursor = 0;
+    loop {
+        cursor = ctx.db.scan(cursor, 1024, |item| {
+            if glob::matches(pattern, item.key()) {
+                found.push(item.key().to_vec());
+            }
+        });
+        if cursor == 0 {
+            break;
+        }
+    }
+    ctx.array(found.len());
+    for key in &found {
+        ctx.bulk(key);
+    }
+}
+
+pub fn dbsize(ctx: &mut Ctx<'_, '_>) {
+    let n = ctx.db.len();
+    ctx.int(n as i64)
+}
+
+pub fn flushall(ctx: &mut Ctx<'_, '_>) {
+    match ctx.argc() {
+        1 => {}
+        2 if matches!(ctx.arg(1).to_ascii_lowercase().as_slice(), b"async" | b"sync") => {}
+        _ => return ctx.err(SYNTAX),
+    }
+    // Flushed records are always freed on the reaper thread, so SYNC and ASYNC both return at once.
+    ctx.db.flush();
+    ctx.ok()
+}

@@ -1,0 +1,240 @@
+//! The command table (name, arity, flags, key positions, handler) and what a handler sees.
+//!
+//! RESP requests are looked up here by name; memcached requests are mapped onto entries of the
+//! same table by `crate::memcached`, so both protocols run the same handlers' logic (`ops`) on
+//! the same keyspace. Handlers append their reply to the connection's output buffer and never
+//! touch sockets.
+
+mod args;
+mod hashes;
+mod keys;
+pub mod ops;
+mod server;
+mod strings;
+pub mod txn;
+mod table;
+
+use std::sync::Arc;
+
+use resp::reply::{self, Version};
+use store::Db;
+
+pub use args::{Args, OwnedArgs};
+pub use table::{lookup, Command, COMMANDS};
+
+use crate::clients::ClientInfo;
+use crate::shared::Shared;
+
+/// Flags of a command-table entry.
+pub mod flags {
+    pub const WRITE: u16 = 1;
+    pub const READONLY: u16 = 1 << 1;
+    pub const FAST: u16 = 1 << 2;
+    pub const ADMIN: u16 = 1 << 3;
+    /// Allowed before AUTH.
+    pub const NOAUTH: u16 = 1 << 4;
+    /// Runs immediately even inside MULTI (MULTI, EXEC, DISCARD, WATCH...).
+    pub const NOQUEUE: u16 = 1 << 5;
+    /// Sees the whole keyspace (KEYS, SCAN, FLUSHALL...).
+    pub const KEYSPACE: u16 = 1 << 6;
+    /// Not allowed inside MULTI (WATCH).
+    pub const NOMULTI: u16 = 1 << 7;
+}
+
+pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
+pub const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
+pub const SYNTAX: &[u8] = b"ERR syntax error";
+pub const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Per-connection state that commands read and change.
+pub struct Conn {
+    pub version: Version,
+    pub authenticated: bool,
+    pub client: Arc<ClientInfo>,
+    /// Close the connection after this reply (QUIT).
+    pub close: bool,
+    /// Commands queued since MULTI; None outside a transaction.
+    pub multi: Option<Vec<OwnedArgs>>,
+    /// A command failed to queue: EXEC must abort.
+    pub multi_dirty: bool,
+    /// Keys under WATCH with the CAS they had (None: absent).
+    pub watched: Vec<(Vec<u8>, Option<u64>)>,
+}
+
+impl Conn {
+    pub fn new(client: Arc<ClientInfo>, authenticated: bool) -> Conn {
+        Conn {
+            version: Version::Resp2,
+            authenticated,
+            client,
+            close: false,
+            multi: None,
+            multi_dirty: false,
+            watched: Vec::new(),
+        }
+    }
+}
+
+/// Runs one command outside a transaction. A command with several keys locks their shards
+/// together so that it is atomic like in Redis (MSET, MSETNX, DEL k1 k2, MGET).
+pub fn execute(command: &Command, args: Args<'_>, shared: &Shared, conn: &mut Conn, out: &mut Vec<u8>) {
+    let store = &*shared.store;
+    let mut keys = command.key_positions(args.len());
+    let multi_key = keys.nth(1).is_some() && !command.has(flags::NOQUEUE);
+    if multi_key {
+        let mut locked = store.lock_keys(command.key_positions(args.len()).map(|i| args.get(i)));
+        let mut ctx = Ctx { args, db: Db::Locked(&mut locked), out, shared, conn };
+        (command.handler)(&mut ctx);
+    } else {
+        let mut ctx = Ctx { args, db: Db::Shared(store), out, shared, conn };
+        (command.handler)(&mut ctx);
+    }
+}
+
+/// Everything a handler needs for one command.
+pub struct Ctx<'a, 's> {
+    pub args: Args<'a>,
+    pub db: Db<'a, 's>,
+    pub out: &'a mut Vec<u8>,
+    pub shared: &'s Shared,
+    pub conn: &'a mut Conn,
+}
+
+pub type Handler = fn(&mut Ctx<'_, '_>);
+
+impl<'a> Ctx<'a, '_> {
+    pub fn arg(&self, i: usize) -> &'a [u8] {
+        self.args.get(i)
+    }
+    pub fn argc(&self) -> usize {
+        self.args.len()
+    }
+    pub fn version(&self) -> Version {
+        self.conn.version
+    }
+    pub fn ok(&mut self) {
+        reply::ok(self.out)
+    }
+    pub fn simple(&mut self, s: &[u8]) {
+        reply::simple(self.out, s)
+    }
+    pub fn err(&mut self, msg: &[u8]) {
+        reply::error(self.out, msg)
+    }
+    pub fn int(&mut self, n: i64) {
+        reply::integer(self.out, n)
+    }
+    pub fn bulk(&mut self, data: &[u8]) {
+        reply::bulk(self.out, data)
+    }
+    pub fn nil(&mut self) {
+        reply::null(self.out, self.conn.version)
+    }
+    pub fn nil_array(&mut self) {
+        reply::null_array(self.out, self.conn.version)
+    }
+    pub fn array(&mut self, n: usize) {
+        reply::array_len(self.out, n)
+    }
+    pub fn map(&mut self, pairs: usize) {
+        reply::map_len(self.out, pairs, self.conn.version)
+    }
+    pub fn set(&mut self, n: usize) {
+        reply::set_len(self.out, n, self.conn.version)
+    }
+    pub fn double(&mut self, d: f64) {
+        reply::double(self.out, d, self.conn.version)
+    }
+    pub fn bulk_opt(&mut self, data: Option<&[u8]>) {
+        match data {
+            Some(d) => self.bulk(d),
+            None => self.nil(),
+        }
+    }
+    /// Replies with an i64 argument parse error, returning the value otherwise.
+    pub fn int_arg(&mut self, i: usize) -> Option<i64> {
+        let parsed = parse_i64(self.args.get(i));
+        if parsed.is_none() {
+            self.err(NOT_INTEGER);
+        }
+        parsed
+    }
+}
+
+/// Parses a decimal i64 the way Redis's string2ll does: optional '-', no '+', no spaces,
+/// no leading zeros.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 19 || (digits[0] == b'0' && (digits.len() > 1 || neg)) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (c - b'0') as u64;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Parses a float the way Redis's string2ld does for INCRBYFLOAT: no spaces, finite.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    if s.is_empty() || s.len() > 5000 || s[0].is_ascii_whitespace() || s[s.len() - 1].is_ascii_whitespace() {
+        return None;
+    }
+    let text = std::str::from_utf8(s).ok()?;
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("nan") {
+        return None;
+    }
+    let v: f64 = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => text.parse().ok()?,
+    };
+    Some(v)
+}
+
+/// Lowercase name of a command for messages and stats.
+pub fn lower(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_parse_like_redis() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-12"), Some(-12));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [&b""[..], b"+1", b" 1", b"1 ", b"01", b"-0", b"9223372036854775808", b"1e3", b"-"] {
+            assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn floats_parse_like_redis() {
+        assert_eq!(parse_f64(b"10.5"), Some(10.5));
+        assert_eq!(parse_f64(b"5.0e3"), Some(5000.0));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b"abc"), None);
+    }
+}

@@ -1,0 +1,466 @@
+//! Connection and server commands: PING, ECHO, HELLO, AUTH, QUIT, SELECT, INFO, CONFIG,
+//! CLIENT, COMMAND, TIME.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+
+use resp::reply::Version;
+use store::glob;
+
+use super::{flags, parse_i64, Ctx, COMMANDS, NOT_INTEGER, SYNTAX};
+use crate::clients::KillFilter;
+use crate::config::{parse_size, MaxmemoryPolicy};
+
+/// The Redis version cairn reports, so that clients enable the features it implements.
+pub const REDIS_COMPAT_VERSION: &str = "7.2.4";
+
+fn wrong_args(ctx: &mut Ctx<'_, '_>) {
+    let name = super::lower(ctx.arg(0));
+    ctx.err(format!("ERR wrong number of arguments for '{name}' command").as_bytes())
+}
+
+pub fn ping(ctx: &mut Ctx<'_, '_>) {
+    match ctx.argc() {
+        1 => ctx.simple(b"PONG"),
+        2 => ctx.bulk(ctx.args.get(1)),
+        _ => wrong_args(ctx),
+    }
+}
+
+pub fn echo(ctx: &mut Ctx<'_, '_>) {
+    ctx.bulk(ctx.args.get(1))
+}
+
+pub fn quit(ctx: &mut Ctx<'_, '_>) {
+    ctx.conn.close = true;
+    ctx.ok()
+}
+
+pub fn select(ctx: &mut Ctx<'_, '_>) {
+    match parse_i64(ctx.arg(1)) {
+        Some(0) => ctx.ok(),
+        Some(_) => ctx.err(b"ERR DB index is out of range"),
+        None => ctx.err(NOT_INTEGER),
+    }
+}
+
+pub fn time(ctx: &mut Ctx<'_, '_>) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    ctx.array(2);
+    ctx.bulk(now.as_secs().to_string().as_bytes());
+    ctx.bulk(now.subsec_micros().to_string().as_bytes());
+}
+
+fn try_auth(ctx: &mut Ctx<'_, '_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
+    if !ctx.shared.settings.auth_required() {
+        ctx.err(b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+        return false;
+    }
+    if user.is_none_or(|u| u == b"default") && ctx.shared.settings.password_matches(pass) {
+        ctx.conn.authenticated = true;
+        true
+    } else {
+        ctx.err(b"WRONGPASS invalid username-password pair or user is disabled.");
+        false
+    }
+}
+
+pub fn auth(ctx: &mut Ctx<'_, '_>) {
+    let ok = match ctx.argc() {
+        2 => try_auth(ctx, None, ctx.args.get(1)),
+        3 => try_auth(ctx, Some(ctx.args.get(1)), ctx.args.get(2)),
+        _ => return ctx.err(SYNTAX),
+    };
+    if ok {
+        ctx.ok()
+    }
+}
+
+pub fn hello(ctx: &mut Ctx<'_, '_>) {
+    let mut version = ctx.conn.version;
+    let mut i = 1;
+    if ctx.argc() > 1 {
+        version = match parse_i64(ctx.arg(1)) {
+            Some(2) => Version::Resp2,
+            Some(3) => Version::Resp3,
+            Some(_) => return ctx.err(b"NOPROTO unsupported protocol version"),
+            None => return ctx.err(b"ERR Protocol version is not an integer or out of range"),
+        };
+        i = 2;
+    }
+    let mut name = None;
+    while i < ctx.argc() {
+        match ctx.arg(i).to_ascii_lowercase().as_slice() {
+            b"auth" if i + 2 < ctx.argc() => {
+                if !try_auth(ctx, Some(ctx.args.get(i + 1)), ctx.args.get(i + 2)) {
+                    return;
+                }
+                i += 3;
+            }
+            b"setname" if i + 1 < ctx.argc() => {
+                name = Some(ctx.args.get(i + 1));
+                i += 2;
+            }
+            _ => {
+                let msg = format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(ctx.arg(i)));
+                return ctx.err(msg.as_bytes());
+            }
+        }
+    }
+    if !ctx.conn.authenticated {
+        return ctx.err(b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(name) = name {
+        *ctx.conn.client.name.lock() = Some(name.to_vec());
+    }
+    ctx.conn.version = version;
+    ctx.conn.client.resp_version.store(if version == Version::Resp3 { 3 } else { 2 }, Relaxed);
+    ctx.map(7);
+    ctx.bulk(b"server");
+    ctx.bulk(b"redis");
+    ctx.bulk(b"version");
+    ctx.bulk(REDIS_COMPAT_VERSION.as_bytes());
+    ctx.bulk(b"proto");
+    ctx.int(if version == Version::Resp3 { 3 } else { 2 });
+    ctx.bulk(b"id");
+    ctx.int(ctx.conn.client.id as i64);
+    ctx.bulk(b"mode");
+    ctx.bulk(b"standalone");
+    ctx.bulk(b"role");
+    ctx.bulk(b"master");
+    ctx.bulk(b"modules");
+    ctx.array(0);
+}
+
+fn human(bytes: u64) -> String {
+    let units = ["B", "K", "M", "G", "T"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < units.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2}{}", units[unit])
+}
+
+/// Resident set size from /proc (0 where unavailable).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * 4096)
+}
+
+pub fn info(ctx: &mut Ctx<'_, '_>) {
+    let wanted: Vec<String> = ctx.args.tail(1).map(super::lower).collect();
+    let all = wanted.is_empty() || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+    let show = |s: &str| all || wanted.iter().any(|w| w == s);
+    let shared = ctx.shared;
+    let cfg = &shared.config;
+    let stats = ctx.db.stats();
+    let mut text = String::new();
+    if show("server") {
+        let uptime = shared.started.elapsed().as_secs();
+        let _ = write!(
+            text,
+            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\ncairn_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nio_model:{}\r\nio_threads:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nmemcache_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nconfig_file:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            cfg.io_model.name(),
+            cfg.threads,
+            std::process::id(),
+            cfg.port,
+            cfg.memcache_port,
+            uptime / 86400,
+            cfg.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        );
+    }
+    if show("clients") {
+        let _ = write!(
+            text,
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
+            shared.clients.count(),
+            shared.settings.maxclients.load(Relaxed)
+        );
+    }
+    if show("memory") {
+        let rss = rss_bytes();
+        let max = shared.store.maxmemory();
+        let policy = if shared.store.evicts() { MaxmemoryPolicy::Evict } else { MaxmemoryPolicy::NoEviction };
+        let _ = write!(
+            text,
+            "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:mimalloc\r\n\r\n",
+            stats.used_memory,
+            human(stats.used_memory),
+            human(rss),
+            human(max),
+            policy.name()
+        );
+    }
+    if show("stats") {
+        let s = &shared.stats;
+        let _ = write!(
+            text,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nclient_output_limit_disconnections:{}\r\n\r\n",
+            s.total_connections_received.load(Relaxed),
+            s.total_commands_processed.load(Relaxed),
+            s.net_input_bytes.load(Relaxed),
+            s.net_output_bytes.load(Relaxed),
+            s.rejected_connections.load(Relaxed),
+            stats.expired,
+            stats.evicted,
+            stats.hits,
+            stats.misses,
+            s.client_output_limit_disconnections.load(Relaxed),
+        );
+    }
+    if show("keyspace") {
+        text.push_str("# Keyspace\r\n");
+        if stats.keys > 0 {
+            let _ = write!(text, "db0:keys={},expires={},avg_ttl=0\r\n", stats.keys, stats.keys_with_expiry);
+        }
+        text.push_str("\r\n");
+    }
+    while text.ends_with("\r\n\r\n") {
+        text.truncate(text.len() - 2);
+    }
+    resp::reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version);
+}
+
+/// CONFIG GET values, by parameter name.
+fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
+    let cfg = &ctx.shared.config;
+    let s = &ctx.shared.settings;
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    vec![
+        ("bind", cfg.bind.clone()),
+        ("port", cfg.port.to_string()),
+        ("unixsocket", path(&cfg.unixsocket)),
+        ("unixsocketperm", cfg.unixsocketperm.map(|p| format!("{p:o}")).unwrap_or_else(|| "0".into())),
+        ("memcache-port", cfg.memcache_port.to_string()),
+        ("memcache-unixsocket", path(&cfg.memcache_unixsocket)),
+        ("threads", cfg.threads.to_string()),
+        ("io-model", cfg.io_model.name().to_string()),
+        ("workers", cfg.workers.to_string()),
+        ("maxmemory", ctx.shared.store.maxmemory().to_string()),
+        ("maxmemory-policy", if ctx.shared.store.evicts() { "evict" } else { "noeviction" }.to_string()),
+        ("maxclients", s.maxclients.load(Relaxed).to_string()),
+        ("requirepass", s.requirepass().map(|p| String::from_utf8_lossy(&p).into_owned()).unwrap_or_default()),
+        ("loglevel", cfg.loglevel.clone()),
+        ("max-value-size", s.max_value_size.load(Relaxed).to_string()),
+        ("client-output-limit", s.client_output_limit.load(Relaxed).to_string()),
+        ("databases", "1".into()),
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+    ]
+}
+
+fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(value).map_err(|_| "value is not valid UTF-8".to_string())?;
+    let shared = ctx.shared;
+    match name {
+        "maxmemory" => shared.store.set_maxmemory(parse_size(text)?),
+        "maxmemory-policy" => match text.to_ascii_lowercase().as_str() {
+            "evict" | "allkeys-lru" | "allkeys-lfu" | "allkeys-random" => shared.store.set_evict(true),
+            "noeviction" => shared.store.set_evict(false),
+            _ => return Err(format!("invalid policy '{text}'")),
+        },
+        "maxclients" => shared.settings.maxclients.store(text.parse().map_err(|_| "not a number")?, Relaxed),
+        "requirepass" => shared.settings.set_requirepass(Some(value)),
+        "client-output-limit" => shared.settings.client_output_limit.store(parse_size(text)?, Relaxed),
+        "max-value-size" => shared.settings.max_value_size.store(parse_size(text)? as usize, Relaxed),
+        _ => return Err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")),
+    }
+    Ok(())
+}
+
+pub fn config(ctx: &mut Ctx<'_, '_>) {
+    match super::lower(ctx.arg(1)).as_str() {
+        "get" if ctx.argc() >= 3 => {
+            let values = config_values(ctx);
+            let patterns: Vec<Vec<u8>> = ctx.args.tail(2).map(|p| p.to_ascii_lowercase()).collect();
+            let matched: Vec<_> = values.iter().filter(|(n, _)| patterns.iter().any(|p| glob::matches(p, n.as_bytes()))).collect();
+            ctx.map(matched.len());
+            for (name, value) in matched {
+                ctx.bulk(name.as_bytes());
+                ctx.bulk(value.as_bytes());
+            }
+        }
+        "set" if ctx.argc() >= 4 && ctx.argc() % 2 == 0 => {
+            for i in (2..ctx.argc()).step_by(2) {
+                let name = super::lower(ctx.args.get(i));
+                if let Err(why) = config_set(ctx, &name, ctx.args.get(i + 1)) {
+                    let msg = if why.starts_with("Unknown option") {
+                        format!("ERR {why}")
+                    } else {
+                        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+                    };
+                    return ctx.err(msg.as_bytes());
+                }
+            }
+            ctx.ok()
+        }
+        "resetstat" if ctx.argc() == 2 => {
+            let s = &ctx.shared.stats;
+            for counter in [&s.total_commands_processed, &s.total_connections_received, &s.rejected_connections] {
+                counter.store(0, Relaxed);
+            }
+            ctx.ok()
+        }
+        "get" | "set" | "resetstat" => wrong_args_sub(ctx, "config"),
+        _ => unknown_subcommand(ctx, "CONFIG"),
+    }
+}
+
+fn wrong_args_sub(ctx: &mut Ctx<'_, '_>, command: &str) {
+    let sub = super::lower(ctx.arg(1));
+    ctx.err(format!("ERR wrong number of arguments for '{command}|{sub}' command").as_bytes())
+}
+
+fn unknown_subcommand(ctx: &mut Ctx<'_, '_>, command: &str) {
+    let sub = String::from_utf8_lossy(ctx.arg(1)).into_owned();
+    ctx.err(format!("ERR unknown subcommand '{sub}'. Try {command} HELP.").as_bytes())
+}
+
+pub fn client(ctx: &mut Ctx<'_, '_>) {
+    let me = ctx.conn.client.clone();
+    match super::lower(ctx.arg(1)).as_str() {
+        "id" if ctx.argc() == 2 => ctx.int(me.id as i64),
+        "getname" if ctx.argc() == 2 => {
+            let name = me.name.lock().clone();
+            ctx.bulk_opt(name.as_deref())
+        }
+        "setname" if ctx.argc() == 3 => {
+            let name = ctx.args.get(2);
+            if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                return ctx.err(b"ERR Client names cannot contain spaces, newlines or special characters.");
+            }
+            *me.name.lock() = (!name.is_empty()).then(|| name.to_vec());
+            ctx.ok()
+        }
+        "info" if ctx.argc() == 2 => {
+            let line = me.info_line() + "\n";
+            resp::reply::verbatim(ctx.out, b"txt", line.as_bytes(), ctx.conn.version)
+        }
+        "list" => {
+            let mut text = String::new();
+            for c in ctx.shared.clients.list() {
+                text.push_str(&c.info_line());
+                text.push('\n');
+            }
+            resp::reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version)
+        }
+        "kill" if ctx.argc() == 3 => {
+            let addr = String::from_utf8_lossy(ctx.arg(2)).into_owned();
+            if ctx.shared.clients.kill_by_addr(&addr, None) > 0 {
+                ctx.ok()
+            } else {
+                ctx.err(b"ERR No such client")
+            }
+        }
+        "kill" if ctx.argc() >= 4 && ctx.argc() % 2 == 0 => client_kill(ctx, me.id),
+        "setinfo" | "no-evict" | "no-touch" | "reply" if ctx.argc() >= 3 => ctx.ok(),
+        "id" | "getname" | "setname" | "info" | "kill" | "setinfo" => wrong_args_sub(ctx, "client"),
+        _ => unknown_subcommand(ctx, "CLIENT"),
+    }
+}
+
+fn client_kill(ctx: &mut Ctx<'_, '_>, my_id: u64) {
+    let texts: Vec<String> = ctx.args.tail(2).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let mut filter = KillFilter { skip_id: Some(my_id), ..KillFilter::default() };
+    for pair in texts.chunks(2) {
+        let value = pair[1].as_str();
+        match pair[0].to_ascii_lowercase().as_str() {
+            "id" => match value.parse() {
+                Ok(id) => filter.id = Some(id),
+                Err(_) => return ctx.err(b"ERR client-id should be greater than 0"),
+            },
+            "addr" => filter.addr = Some(value),
+            "laddr" => filter.laddr = Some(value),
+            "skipme" => match value.to_ascii_lowercase().as_str() {
+                "yes" => filter.skip_id = Some(my_id),
+                "no" => filter.skip_id = None,
+                _ => return ctx.err(SYNTAX),
+            },
+            "type" | "user" | "maxage" => {}
+            _ => return ctx.err(SYNTAX),
+        }
+    }
+    let killed = ctx.shared.clients.kill(&filter);
+    ctx.int(killed as i64)
+}
+
+fn command_info(ctx: &mut Ctx<'_, '_>, c: &super::Command) {
+    let names: &[(u16, &[u8])] = &[
+        (flags::WRITE, b"write"),
+        (flags::READONLY, b"readonly"),
+        (flags::FAST, b"fast"),
+        (flags::ADMIN, b"admin"),
+        (flags::NOAUTH, b"no_auth"),
+        (flags::NOMULTI, b"no_multi"),
+    ];
+    ctx.array(10);
+    ctx.bulk(c.name.as_bytes());
+    ctx.int(c.arity as i64);
+    let set: Vec<&[u8]> = names.iter().filter(|(f, _)| c.has(*f)).map(|(_, n)| *n).collect();
+    ctx.set(set.len());
+    for n in set {
+        ctx.simple(n);
+    }
+    ctx.int(c.first_key as i64);
+    ctx.int(c.last_key as i64);
+    ctx.int(c.step as i64);
+    ctx.set(0);
+    ctx.array(0);
+    ctx.array(0);
+    ctx.array(0);
+}
+
+pub fn command(ctx: &mut Ctx<'_, '_>) {
+    let sub = if ctx.argc() > 1 { super::lower(ctx.arg(1)) } else { String::new() };
+    match sub.as_str() {
+        "" => {
+            ctx.array(COMMANDS.len());
+            for c in COMMANDS {
+                command_info(ctx, c);
+            }
+        }
+        "count" => ctx.int(COMMANDS.len() as i64),
+        "list" => {
+            ctx.array(COMMANDS.len());
+            for c in COMMANDS {
+                ctx.bulk(c.name.as_bytes());
+            }
+        }
+        "info" => {
+            let all = ctx.argc() == 2;
+            let wanted: Vec<Option<&'static super::Command>> =
+                if all { COMMANDS.iter().map(Some).collect() } else { ctx.args.tail(2).map(super::lookup).collect() };
+            ctx.array(wanted.len());
+            for c in wanted {
+                match c {
+                    Some(c) => command_info(ctx, c),
+                    None => ctx.nil_array(),
+                }
+            }
+        }
+        "docs" => {
+            let wanted: Vec<&'static super::Command> =
+                if ctx.argc() == 2 { COMMANDS.iter().collect() } else { ctx.args.tail(2).filter_map(super::lookup).collect() };
+            ctx.map(wanted.len());
+            for c in wanted {
+                ctx.bulk(c.name.as_bytes());
+                ctx.map(3);
+                ctx.bulk(b"summary");
+                ctx.bulk(c.summary.as_bytes());
+                ctx.bulk(b"since");
+                ctx.bulk(b"1.0.0");
+                ctx.bulk(b"group");
+                ctx.bulk(b"generic");
+            }
+        }
+        _ => unknown_subcommand(ctx, "COMMAND"),
+    }
+}
+

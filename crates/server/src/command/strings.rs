@@ -1,0 +1,413 @@
+//! String commands: GET, SET and its variants, counters, APPEND and ranges.
+
+use store::{now_ms, Kind};
+
+use super::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
+use super::{parse_f64, parse_i64, Ctx, NOT_FLOAT, NOT_INTEGER, OOM, SYNTAX, WRONGTYPE};
+
+/// Largest string SETRANGE may create (Redis's proto-max-bulk-len).
+const MAX_STRING: usize = 512 * 1024 * 1024;
+
+pub fn get(ctx: &mut Ctx<'_, '_>) {
+    let key = ctx.arg(1);
+    let out = &mut *ctx.out;
+    let version = ctx.conn.version;
+    ctx.db.read(key, |item| match ops::string_value(item) {
+        Ok(Some(v)) => resp::reply::bulk(out, v),
+        Ok(None) => resp::reply::null(out, version),
+        Err(_) => resp::reply::error(out, WRONGTYPE),
+    })
+}
+
+/// Parsed expiry options of SET / GETEX.
+enum ExpireOpt {
+    None,
+    Keep,
+    Persist,
+    At(u64),
+}
+
+/// Parses EX/PX/EXAT/PXAT seconds-or-ms argument into an absolute deadline, replying with the
+/// error on failure.
+fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) -> Option<u64> {
+    let Some(n) = parse_i64(value) else {
+        ctx.err(NOT_INTEGER);
+        return None;
+    };
+    let (unit, absolute) = match opt.to_ascii_lowercase().as_slice() {
+        b"ex" => (1000, false),
+        b"px" => (1, false),
+        b"exat" => (1000, true),
+        _ => (1, true),
+    };
+    match ops::deadline(n, unit, absolute, now_ms()) {
+        Some(d) if n > 0 && d > 0 => Some(d as u64),
+        _ => {
+            ctx.err(format!("ERR invalid expire time in '{command}' command").as_bytes());
+            None
+        }
+    }
+}
+
+pub fn set(ctx: &mut Ctx<'_, '_>) {
+    let mut cond = Cond::Always;
+    let mut expire = ExpireOpt::None;
+    let mut get_old = false;
+    let mut i = 3;
+    while i < ctx.argc() {
+        let opt = ctx.arg(i).to_ascii_lowercase();
+        let has_next = i + 1 < ctx.argc();
+        match opt.as_slice() {
+            b"nx" if cond == Cond::Always => cond = Cond::IfAbsent,
+            b"xx" if cond == Cond::Always => cond = Cond::IfPresent,
+            b"get" => get_old = true,
+            b"keepttl" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Keep,
+            b"ex" | b"px" | b"exat" | b"pxat" if matches!(expire, ExpireOpt::None) && has_next => {
+                let value = ctx.arg(i + 1);
+                let Some(d) = parse_expire(ctx, &opt, value, "set") else { return };
+                expire = ExpireOpt::At(d);
+                i += 1;
+            }
+            _ => return ctx.err(SYNTAX),
+        }
+        i += 1;
+    }
+    let ttl = match expire {
+        ExpireOpt::Keep => Ttl::Keep,
+        ExpireOpt::At(d) => Ttl::Set(Some(d)),
+        _ => Ttl::Set(None),
+    };
+    let key = ctx.arg(1);
+    let value = ctx.arg(2);
+    let args = StoreArgs { value, cond, ttl, flags: 0, cas: None };
+    let out = &mut *ctx.out;
+    let version = ctx.conn.version;
+    ctx.db.write(key, |e| {
+        if get_old {
+            match ops::string_value(e.item()) {
+                Err(_) => return resp::reply::error(out, WRONGTYPE),
+                Ok(old) => {
+                    let old = old.map(|v| v.to_vec());
+                    if ops::store(e, &args) == StoreOutcome::OutOfMemory {
+                        return resp::reply::error(out, OOM);
+                    }
+                    match old {
+                        Some(v) => resp::reply::bulk(out, &v),
+                        None => resp::reply::null(out, version),
+                    }
+                }
+            }
+        } else {
+            match ops::store(e, &args) {
+                StoreOutcome::Stored(_) => resp::reply::ok(out),
+                StoreOutcome::OutOfMemory => resp::reply::error(out, OOM),
+                _ => resp::reply::null(out, version),
+            }
+        }
+    })
+}
+
+fn store_simple(ctx: &mut Ctx<'_, '_>, key: &[u8], value: &[u8], cond: Cond, deadline: Option<u64>) -> StoreOutcome {
+    let args = StoreArgs { value, cond, ttl: Ttl::Set(deadline), flags: 0, cas: None };
+    ctx.db.write(key, |e| ops::store(e, &args))
+}
+
+pub fn setnx(ctx: &mut Ctx<'_, '_>) {
+    match store_simple(ctx, ctx.arg(1), ctx.arg(2), Cond::IfAbsent, None) {
+        StoreOutcome::Stored(_) => ctx.int(1),
+        StoreOutcome::OutOfMemory => ctx.err(OOM),
+        _ => ctx.int(0),
+    }
+}
+
+fn setex_with(ctx: &mut Ctx<'_, '_>, unit: &[u8], name: &str) {
+    let Some(d) = parse_expire(ctx, unit, ctx.arg(2), name) else { return };
+    match store_simple(ctx, ctx.arg(1), ctx.arg(3), Cond::Always, Some(d)) {
+        StoreOutcome::OutOfMemory => ctx.err(OOM),
+        _ => ctx.ok(),
+    }
+}
+
+pub fn setex(ctx: &mut Ctx<'_, '_>) {
+    setex_with(ctx, b"ex", "setex")
+}
+
+pub fn psetex(ctx: &mut Ctx<'_, '_>) {
+    setex_with(ctx, b"px", "psetex")
+}
+
+pub fn getset(ctx: &mut Ctx<'_, '_>) {
+    let (key, value) = (ctx.arg(1), ctx.arg(2));
+    let out = &mut *ctx.out;
+    let version = ctx.conn.version;
+    ctx.db.write(key, |e| {
+        let old = match ops::string_value(e.item()) {
+            Err(_) => return resp::reply::error(out, WRONGTYPE),
+            Ok(old) => old.map(|v| v.to_vec()),
+        };
+        let args = StoreArgs { value, cond: Cond::Always, ttl: Ttl::Set(None), flags: 0, cas: None };
+        if ops::store(e, &args) == StoreOutcome::OutOfMemory {
+            return resp::reply::error(out, OOM);
+        }
+        match old {
+            Some(v) => resp::reply::bulk(out, &v),
+            None => resp::reply::null(out, version),
+        }
+    })
+}
+
+pub fn getdel(ctx: &mut Ctx<'_, '_>) {
+    let key = ctx.arg(1);
+    let out = &mut *ctx.out;
+    let version = ctx.conn.version;
+    ctx.db.write(key, |e| match ops::string_value(e.item()) {
+        Err(_) => resp::reply::error(out, WRONGTYPE),
+        Ok(None) => resp::reply::null(out, version),
+        Ok(Some(v)) => {
+            resp::reply::bulk(out, v);
+            e.remove();
+        }
+    })
+}
+
+pub fn getex(ctx: &mut Ctx<'_, '_>) {
+    let mut expire = ExpireOpt::None;
+    let mut i = 2;
+    while i < ctx.argc() {
+        let opt = ctx.arg(i).to_ascii_lowercase();
+        match opt.as_slice() {
+            b"persist" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Persist,
+            b"ex" | b"px" | b"exat" | b"pxat" if matches!(expire, ExpireOpt::None) && i + 1 < ctx.argc() => {
+                let value = ctx.arg(i + 1);
+                let Some(d) = parse_expire(ctx, &opt, value, "getex") else { return };
+                expire = ExpireOpt::At(d);
+                i += 1;
+            }
+            _ => return ctx.err(SYNTAX),
+        }
+        i += 1;
+    }
+    let key = ctx.arg(1);
+    let out = &mut *ctx.out;
+    let version = ctx.conn.version;
+    ctx.db.write(key, |e| {
+        match ops::string_value(e.item()) {
+            Err(_) => return resp::reply::error(out, WRONGTYPE),
+            Ok(None) => return resp::reply::null(out, version),
+            Ok(Some(v)) => resp::reply::bulk(out, v),
+        }
+        match expire {
+            ExpireOpt::Persist => drop(e.set_expire(None)),
+            ExpireOpt::At(d) if d <= now_ms() => drop(e.remove()),
+            ExpireOpt::At(d) => drop(e.set_expire(Some(d))),
+            _ => {}
+        }
+    })
+}
+
+pub fn mget(ctx: &mut Ctx<'_, '_>) {
+    let n = ctx.argc() - 1;
+    ctx.array(n);
+    for i in 1..=n {
+        let key = ctx.arg(i);
+        let out = &mut *ctx.out;
+        let version = ctx.conn.version;
+        ctx.db.read(key, |item| match ops::string_value(item) {
+            Ok(Some(v)) => resp::reply::bulk(out, v),
+            _ => resp::reply::null(out, version),
+        })
+    }
+}
+
+fn mset_with(ctx: &mut Ctx<'_, '_>, only_if_none: bool) -> Option<bool> {
+    if ctx.argc() % 2 == 0 {
+        let name = super::lower(ctx.arg(0));
+        ctx.err(format!("ERR wrong number of arguments for '{name}' command").as_bytes());
+        return None;
+    }
+    if only_if_none {
+        for i in (1..ctx.argc()).step_by(2) {
+            if ctx.db.read(ctx.args.get(i), |item| item.is_some()) {
+                return Some(false);
+            }
+        }
+    }
+    for i in (1..ctx.argc()).step_by(2) {
+        if let StoreOutcome::OutOfMemory = store_simple(ctx, ctx.args.get(i), ctx.args.get(i + 1), Cond::Always, None) {
+            ctx.err(OOM);
+            return None;
+        }
+    }
+    Some(true)
+}
+
+pub fn mset(ctx: &mut Ctx<'_, '_>) {
+    if mset_with(ctx, false).is_some() {
+        ctx.ok();
+    }
+}
+
+pub fn msetnx(ctx: &mut Ctx<'_, '_>) {
+    if let Some(done) = mset_with(ctx, true) {
+        ctx.int(i64::from(done));
+    }
+}
+
+fn incr_by(ctx: &mut Ctx<'_, '_>, delta: i64) {
+    let key = ctx.arg(1);
+    let out = &mut *ctx.out;
+    ctx.db.write(key, |e| {
+        let current = match ops::string_value(e.item()) {
+            Err(_) => return resp::reply::error(out, WRONGTYPE),
+            Ok(None) => 0,
+            Ok(Some(v)) => match parse_i64(v) {
+                Some(n) => n,
+                None => return resp::reply::error(out, NOT_INTEGER),
+            },
+        };
+        let Some(next) = current.checked_add(delta) else {
+            return resp::reply::error(out, b"ERR increment or decrement would overflow");
+        };
+        let mut digits = itoa::Buffer::new();
+        match ops::rewrite(e, digits.format(next).as_bytes()) {
+            Ok(_) => resp::reply::integer(out, next),
+            Err(_) => resp::reply::error(out, OOM),
+        }
+    })
+}
+
+pub fn incr(ctx: &mut Ctx<'_, '_>) {
+    incr_by(ctx, 1)
+}
+
+pub fn decr(ctx: &mut Ctx<'_, '_>) {
+    incr_by(ctx, -1)
+}
+
+pub fn incrby(ctx: &mut Ctx<'_, '_>) {
+    if let Some(d) = ctx.int_arg(2) {
+        incr_by(ctx, d)
+    }
+}
+
+pub fn decrby(ctx: &mut Ctx<'_, '_>) {
+    match ctx.int_arg(2) {
+        Some(i64::MIN) => ctx.err(b"ERR decrement would overflow"),
+        Some(d) => incr_by(ctx, -d),
+        None => {}
+    }
+}
+
+pub fn incrbyfloat(ctx: &mut Ctx<'_, '_>) {
+    let Some(delta) = parse_f64(ctx.arg(2)) else { return ctx.err(NOT_FLOAT) };
+    let key = ctx.arg(1);
+    let out = &mut *ctx.out;
+    ctx.db.write(key, |e| {
+        let current = match ops::string_value(e.item()) {
+            Err(_) => return resp::reply::error(out, WRONGTYPE),
+            Ok(None) => 0.0,
+            Ok(Some(v)) => match parse_f64(v) {
+                Some(n) => n,
+                None => return resp::reply::error(out, NOT_FLOAT),
+            },
+        };
+        let next = current + delta;
+        if !next.is_finite() {
+            return resp::reply::error(out, b"ERR increment would produce NaN or Infinity");
+        }
+        let mut text = Vec::new();
+        resp::reply::format_double(next, &mut text);
+        match ops::rewrite(e, &text) {
+            Ok(_) => resp::reply::bulk(out, &text),
+            Err(_) => resp::reply::error(out, OOM),
+        }
+    })
+}
+
+pub fn append(ctx: &mut Ctx<'_, '_>) {
+    let (key, data) = (ctx.arg(1), ctx.arg(2));
+    let out = &mut *ctx.out;
+    ctx.db.write(key, |e| {
+        if e.item().is_some_and(|i| i.kind() != Kind::String) {
+            return resp::reply::error(out, WRONGTYPE);
+        }
+        let result = match ops::concat(e, data, false) {
+            Ok(None) => e.put(Kind::String, data, None, 0).map(|_| data.len()),
+            Ok(Some(len)) => Ok(len),
+            Err(oom) => Err(oom),
+        };
+        match result {
+            Ok(len) => resp::reply::integer(out, len as i64),
+            Err(_) => resp::reply::error(out, OOM),
+        }
+    })
+}
+
+pub fn strlen(ctx: &mut Ctx<'_, '_>) {
+    let key = ctx.arg(1);
+    let out = &mut *ctx.out;
+    ctx.db.read(key, |item| match ops::string_value(item) {
+        Ok(v) => resp::reply::integer(out, v.map_or(0, |v| v.len() as i64)),
+        Err(_) => resp::reply::error(out, WRONGTYPE),
+    })
+}
+
+pub fn getrange(ctx: &mut Ctx<'_, '_>) {
+    let (Some(start), Some(end)) = (parse_i64(ctx.arg(2)), parse_i64(ctx.arg(3))) else {
+        return ctx.err(NOT_INTEGER);
+    };
+    let key = ctx.arg(1);
+    let out = &mut *ctx.out;
+    ctx.db.read(key, |item| {
+        let value = match ops::string_value(item) {
+            Err(_) => return resp::reply::error(out, WRONGTYPE),
+            Ok(v) => v.unwrap_or_default(),
+        };
+        let len = value.len() as i64;
+        if len == 0 || (start < 0 && end < 0 && start > end) {
+            return resp::reply::bulk(out, b"");
+        }
+        let start = if start < 0 { (len + start).max(0) } else { start };
+        let end = if end < 0 { (len + end).max(0) } else { end.min(len - 1) };
+        if start > end || start >= len {
+            resp::reply::bulk(out, b"")
+        } else {
+            resp::reply::bulk(out, &value[start as usize..=end as usize])
+        }
+    })
+}
+
+pub fn setrange(ctx: &mut Ctx<'_, '_>) {
+    let Some(offset) = ctx.int_arg(2) else { return };
+    if offset < 0 {
+        return ctx.err(b"ERR offset is out of range");
+    }
+    let offset = offset as usize;
+    let (key, data) = (ctx.arg(1), ctx.arg(3));
+    let out = &mut *ctx.out;
+    ctx.db.write(key, |e| {
+        let old = match ops::string_value(e.item()) {
+            Err(_) => return resp::reply::error(out, WRONGTYPE),
+            Ok(v) => v,
+        };
+        let old_len = old.map_or(0, |v| v.len());
+        if data.is_empty() {
+            return resp::reply::integer(out, old_len as i64);
+        }
+        if offset + data.len() > MAX_STRING {
+            return resp::reply::error(out, b"ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        }
+        let len = old_len.max(offset + data.len());
+        let (deadline, flags) = e.item().map_or((None, 0), |i| (i.expire_at(), i.flags()));
+        let result = e.put_with(Kind::String, len, deadline, flags, |buf, old| {
+            let old = old.map_or(&[][..], |o| o.value());
+            buf[..old.len()].copy_from_slice(old);
+            buf[old.len()..].fill(0);
+            buf[offset..offset + data.len()].copy_from_slice(data);
+        });
+        match result {
+            Ok(_) => resp::reply::integer(out, len as i64),
+            Err(_) => resp::reply::error(out, OOM),
+        }
+    })
+}

@@ -1,0 +1,177 @@
+//! The one command table. Arity follows Redis: N means exactly N arguments including the name,
+//! -N means at least N. Keys are at positions first..=last (negative: from the end) by step.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::flags::*;
+use super::{hashes, keys, server, strings, txn, Handler};
+
+pub struct Command {
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: u16,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub handler: Handler,
+    pub summary: &'static str,
+}
+
+impl Command {
+    pub fn has(&self, flag: u16) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+
+    /// Positions of the keys among `argc` arguments.
+    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
+        let argc = argc as i32;
+        let last = if self.last_key < 0 { argc + self.last_key } else { self.last_key.min(argc - 1) };
+        let (first, step) = (self.first_key, self.step.max(1));
+        let range = if first > 0 && last >= first { first..last + 1 } else { 0..0 };
+        range.step_by(step as usize).map(|i| i as usize)
+    }
+}
+
+const fn cmd(name: &'static str, arity: i32, flags: u16, keys: (i32, i32, i32), handler: Handler, summary: &'static str) -> Command {
+    Command { name, arity, flags, first_key: keys.0, last_key: keys.1, step: keys.2, handler, summary }
+}
+
+const NONE: (i32, i32, i32) = (0, 0, 0);
+const ONE: (i32, i32, i32) = (1, 1, 1);
+const ALL: (i32, i32, i32) = (1, -1, 1);
+const PAIRS: (i32, i32, i32) = (1, -1, 2);
+
+const R: u16 = READONLY;
+const RF: u16 = READONLY | FAST;
+const W: u16 = WRITE;
+const WF: u16 = WRITE | FAST;
+
+pub static COMMANDS: &[Command] = &[
+    // Connection and server.
+    cmd("ping", -1, FAST, NONE, server::ping, "Returns the server's liveliness response."),
+    cmd("echo", 2, FAST, NONE, server::echo, "Returns the given string."),
+    cmd("hello", -1, FAST | NOAUTH, NONE, server::hello, "Handshakes with the server, choosing RESP2 or RESP3."),
+    cmd("auth", -2, FAST | NOAUTH, NONE, server::auth, "Authenticates the connection."),
+    cmd("quit", -1, FAST | NOAUTH | NOQUEUE, NONE, server::quit, "Closes the connection."),
+    cmd("select", 2, FAST, NONE, server::select, "Changes the selected database (only 0 exists)."),
+    cmd("info", -1, 0, NONE, server::info, "Returns information and statistics about the server."),
+    cmd("config", -2, ADMIN, NONE, server::config, "CONFIG GET / SET / RESETSTAT."),
+    cmd("client", -2, 0, NONE, server::client, "CLIENT ID / SETNAME / GETNAME / LIST / INFO / KILL / SETINFO."),
+    cmd("command", -1, 0, NONE, server::command, "Returns details about commands."),
+    cmd("time", 1, FAST, NONE, server::time, "Returns the server time."),
+    cmd("dbsize", 1, RF | KEYSPACE, NONE, keys::dbsize, "Returns the number of keys."),
+    cmd("flushall", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys."),
+    cmd("flushdb", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys of the (only) database."),
+    // Transactions.
+    cmd("multi", 1, FAST | NOQUEUE | NOMULTI, NONE, txn::multi, "Starts a transaction."),
+    cmd("exec", 1, NOQUEUE, NONE, txn::exec, "Executes the queued commands atomically."),
+    cmd("discard", 1, FAST | NOQUEUE, NONE, txn::discard, "Discards the queued commands."),
+    cmd("watch", -2, FAST | NOQUEUE | NOMULTI, ALL, txn::watch, "Aborts the next EXEC if these keys change."),
+    cmd("unwatch", 1, FAST | NOQUEUE, NONE, txn::unwatch, "Forgets all watched keys."),
+    // Strings.
+    cmd("get", 2, RF, ONE, strings::get, "Returns the value of a key."),
+    cmd("set", -3, W, ONE, strings::set, "Sets the value of a key, with expiry and conditions."),
+    cmd("setnx", 3, WF, ONE, strings::setnx, "Sets a key only if it does not exist."),
+    cmd("setex", 4, W, ONE, strings::setex, "Sets a key with an expiry in seconds."),
+    cmd("psetex", 4, W, ONE, strings::psetex, "Sets a key with an expiry in milliseconds."),
+    cmd("getset", 3, WF, ONE, strings::getset, "Sets a key and returns its old value."),
+    cmd("getdel", 2, WF, ONE, strings::getdel, "Returns a key's value and deletes it."),
+    cmd("getex", -2, WF, ONE, strings::getex, "Returns a key's value and changes its expiry."),
+    cmd("mget", -2, RF, ALL, strings::mget, "Returns the values of several keys."),
+    cmd("mset", -3, W, PAIRS, strings::mset, "Sets several keys atomically."),
+    cmd("msetnx", -3, W, PAIRS, strings::msetnx, "Sets several keys only if none exists."),
+    cmd("incr", 2, WF, ONE, strings::incr, "Increments an integer value by one."),
+    cmd("decr", 2, WF, ONE, strings::decr, "Decrements an integer value by one."),
+    cmd("incrby", 3, WF, ONE, strings::incrby, "Increments an integer value."),
+    cmd("decrby", 3, WF, ONE, strings::decrby, "Decrements an integer value."),
+    cmd("incrbyfloat", 3, WF, ONE, strings::incrbyfloat, "Increments a float value."),
+    cmd("append", 3, WF, ONE, strings::append, "Appends to a value."),
+    cmd("strlen", 2, RF, ONE, strings::strlen, "Returns the length of a value."),
+    cmd("getrange", 4, R, ONE, strings::getrange, "Returns a substring of a value."),
+    cmd("setrange", 4, W, ONE, strings::setrange, "Overwrites part of a value."),
+    // Keys and expiry.
+    cmd("del", -2, W, ALL, keys::del, "Deletes keys."),
+    cmd("unlink", -2, WF, ALL, keys::del, "Deletes keys, freeing memory in the background."),
+    cmd("exists", -2, RF, ALL, keys::exists, "Counts how many of the keys exist."),
+    cmd("type", 2, RF, ONE, keys::type_of, "Returns the type of a key's value."),
+    cmd("expire", -3, WF, ONE, keys::expire, "Sets a key's time to live in seconds."),
+    cmd("pexpire", -3, WF, ONE, keys::pexpire, "Sets a key's time to live in milliseconds."),
+    cmd("expireat", -3, WF, ONE, keys::expireat, "Sets a key's deadline as a Unix time in seconds."),
+    cmd("pexpireat", -3, WF, ONE, keys::pexpireat, "Sets a key's deadline as a Unix time in milliseconds."),
+    cmd("ttl", 2, RF, ONE, keys::ttl, "Returns a key's time to live in seconds."),
+    cmd("pttl", 2, RF, ONE, keys::pttl, "Returns a key's time to live in milliseconds."),
+    cmd("expiretime", 2, RF, ONE, keys::expiretime, "Returns a key's deadline as a Unix time in seconds."),
+    cmd("pexpiretime", 2, RF, ONE, keys::pexpiretime, "Returns a key's deadline as a Unix time in milliseconds."),
+    cmd("persist", 2, WF, ONE, keys::persist, "Removes a key's expiry."),
+    cmd("touch", -2, RF, ALL, keys::exists, "Counts the keys that exist, marking them used."),
+    cmd("scan", -2, R | KEYSPACE, NONE, keys::scan, "Iterates over the keys."),
+    cmd("keys", 2, R | KEYSPACE, NONE, keys::keys, "Returns the keys matching a pattern."),
+    // Hashes.
+    cmd("hset", -4, WF, ONE, hashes::hset, "Sets fields of a hash."),
+    cmd("hmset", -4, WF, ONE, hashes::hmset, "Sets fields of a hash (replies OK)."),
+    cmd("hsetnx", 4, WF, ONE, hashes::hsetnx, "Sets a field of a hash only if it does not exist."),
+    cmd("hget", 3, RF, ONE, hashes::hget, "Returns a field of a hash."),
+    cmd("hmget", -3, RF, ONE, hashes::hmget, "Returns fields of a hash."),
+    cmd("hgetall", 2, R, ONE, hashes::hgetall, "Returns all fields and values of a hash."),
+    cmd("hdel", -3, WF, ONE, hashes::hdel, "Deletes fields of a hash."),
+    cmd("hexists", 3, RF, ONE, hashes::hexists, "Whether a field of a hash exists."),
+    cmd("hlen", 2, RF, ONE, hashes::hlen, "Returns the number of fields of a hash."),
+    cmd("hstrlen", 3, RF, ONE, hashes::hstrlen, "Returns the length of a field's value."),
+    cmd("hkeys", 2, R, ONE, hashes::hkeys, "Returns the fields of a hash."),
+    cmd("hvals", 2, R, ONE, hashes::hvals, "Returns the values of a hash."),
+    cmd("hincrby", 4, WF, ONE, hashes::hincrby, "Increments an integer field of a hash."),
+    cmd("hincrbyfloat", 4, WF, ONE, hashes::hincrbyfloat, "Increments a float field of a hash."),
+];
+
+/// Finds a command by name, case-insensitively, without allocating.
+pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    static INDEX: OnceLock<HashMap<&'static [u8], usize>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| COMMANDS.iter().enumerate().map(|(i, c)| (c.name.as_bytes(), i)).collect());
+    let mut lowered = [0u8; 16];
+    let name_lower = lowered.get_mut(..name.len())?;
+    for (dst, src) in name_lower.iter_mut().zip(name) {
+        *dst = src.to_ascii_lowercase();
+    }
+    index.get(&*name_lower).map(|&i| &COMMANDS[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_is_case_insensitive() {
+        assert_eq!(lookup(b"GeT").unwrap().name, "get");
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(b"averyveryverylongname").is_none());
+    }
+
+    #[test]
+    fn key_positions_follow_the_spec() {
+        let mset = lookup(b"mset").unwrap();
+        assert_eq!(mset.key_positions(5).collect::<Vec<_>>(), vec![1, 3]);
+        let del = lookup(b"del").unwrap();
+        assert_eq!(del.key_positions(4).collect::<Vec<_>>(), vec![1, 2, 3]);
+        let ping = lookup(b"ping").unwrap();
+        assert_eq!(ping.key_positions(2).count(), 0);
+    }
+
+    #[test]
+    fn names_are_unique_and_lowercase() {
+        let mut names: Vec<_> = COMMANDS.iter().map(|c| c.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), COMMANDS.len());
+        assert!(COMMANDS.iter().all(|c| c.name == c.name.to_ascii_lowercase()));
+    }
+}

@@ -1,0 +1,71 @@
+//! MULTI / EXEC / DISCARD / WATCH / UNWATCH.
+//!
+//! EXEC locks every shard, checks the watched keys' CAS versions, then runs the queue against
+//! the locked keyspace, so no other client observes or interleaves with a transaction. WATCH
+//! remembers each key's CAS (or its absence); every write gives a record a new CAS, so a changed
+//! version means the key was touched. (A key deleted and re-created absent again in between is
+//! not detected; Redis would abort in that case.)
+
+use store::Db;
+
+use super::{lookup, Ctx, OwnedArgs};
+
+pub fn multi(ctx: &mut Ctx<'_, '_>) {
+    if ctx.conn.multi.is_some() {
+        return ctx.err(b"ERR MULTI calls can not be nested");
+    }
+    ctx.conn.multi = Some(Vec::new());
+    ctx.conn.multi_dirty = false;
+    ctx.ok()
+}
+
+pub fn discard(ctx: &mut Ctx<'_, '_>) {
+    if ctx.conn.multi.take().is_none() {
+        return ctx.err(b"ERR DISCARD without MULTI");
+    }
+    ctx.conn.watched.clear();
+    ctx.ok()
+}
+
+pub fn watch(ctx: &mut Ctx<'_, '_>) {
+    if ctx.conn.multi.is_some() {
+        return ctx.err(b"ERR WATCH inside MULTI is not allowed");
+    }
+    for i in 1..ctx.argc() {
+        let key = ctx.args.get(i);
+        let cas = ctx.db.read(key, |item| item.map(|i| i.cas()));
+        ctx.conn.watched.push((key.to_vec(), cas));
+    }
+    ctx.ok()
+}
+
+pub fn unwatch(ctx: &mut Ctx<'_, '_>) {
+    ctx.conn.watched.clear();
+    ctx.ok()
+}
+
+pub fn exec(ctx: &mut Ctx<'_, '_>) {
+    let Some(queue) = ctx.conn.multi.take() else { return ctx.err(b"ERR EXEC without MULTI") };
+    let watched = std::mem::take(&mut ctx.conn.watched);
+    if std::mem::take(&mut ctx.conn.multi_dirty) {
+        return ctx.err(b"EXECABORT Transaction discarded because of previous errors.");
+    }
+    let store = ctx.db.store();
+    let mut locked = store.lock_all();
+    for (key, cas) in &watched {
+        if locked.read(key, |item| item.map(|i| i.cas())) != *cas {
+            return ctx.nil_array();
+        }
+    }
+    ctx.array(queue.len());
+    for queued in &queue {
+        run_queued(ctx, queued, &mut locked);
+    }
+}
+
+fn run_queued<'s>(ctx: &mut Ctx<'_, 's>, queued: &OwnedArgs, locked: &mut store::Locked<'s>) {
+    let args = queued.args();
+    let command = lookup(args.get(0)).expect("queued commands were looked up when queued");
+    let mut sub = Ctx { args, db: Db::Locked(locked), out: &mut *ctx.out, shared: ctx.shared, conn: &mut *ctx.conn };
+    (command.handler)(&mut sub);
+}

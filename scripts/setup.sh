@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs, only where it is missing (idempotent):
+#   - Debian packages: redis-server redis-tools memcached libmemcached-tools netcat-openbsd
+#   - a Python virtual environment at .venv with the pins from requirements-test.txt
+# Usage: scripts/setup.sh            (from anywhere; works relative to the repo root)
+# Env:   PYTHON=python3.11 to choose the interpreter for the venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+SUDO=""
+if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+fi
+
+apt_updated=0
+apt_install() {
+    if ! command -v apt-get >/dev/null 2>&1; then
+        log "apt-get not available; please install manually: $*"
+        return 1
+    fi
+    if [ "$apt_updated" = 0 ]; then
+        log "apt-get update"
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        apt_updated=1
+    fi
+    log "apt-get install $*"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- system packages (only when the command is missing) ---------------------
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v memcached >/dev/null 2>&1 || need+=(memcached)
+if ! command -v memccapable >/dev/null 2>&1 && ! command -v memcapable >/dev/null 2>&1; then
+    need+=(libmemcached-tools)
+fi
+command -v nc >/dev/null 2>&1 || need+=(netcat-openbsd)
+if [ "${#need[@]}" -gt 0 ]; then
+    apt_install "${need[@]}"
+    # The Debian packages start system services; the tests start their own
+    # instances on free ports, so the system ones are not needed.
+    for svc in redis-server memcached; do
+        if command -v systemctl >/dev/null 2>&1; then
+            $SUDO systemctl stop "$svc" >/dev/null 2>&1 || true
+        fi
+    done
+fi
+
+# --- Python venv ---------------------------------------------------------------
+PYTHON="${PYTHON:-python3}"
+VENV=.venv
+REQ=requirements-test.txt
+STAMP="$VENV/.requirements-test.stamp"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV with $PYTHON"
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+        rm -rf "$VENV"
+        # Debian's system python needs python3-venv for ensurepip.
+        apt_install python3-venv
+        "$PYTHON" -m venv "$VENV"
+    fi
+fi
+
+if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
+    log "installing Python test requirements into $VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
+    cp "$REQ" "$STAMP"
+fi
+log "ok"
