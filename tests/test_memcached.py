@@ -300,7 +300,7 @@ def test_key_too_long(server, mc_raw):
     mc_raw.request(b"get " + k251[:-1] + b"\r\n", b"VALUE " + k250 + b" 0 1\r\nx\r\nEND\r\n")
 
 
-def test_key_with_control_chars_is_split(mc_raw):
+def test_multiple_spaces_between_keys(mc_raw):
     # keys are whitespace-delimited; "get a b" is two keys
     mc_raw.request(b"set a 0 0 1\r\n1\r\nset b 0 0 1\r\n2\r\n", b"STORED\r\nSTORED\r\n")
     mc_raw.request(b"get a  b\r\n", b"VALUE a 0 1\r\n1\r\nVALUE b 0 1\r\n2\r\nEND\r\n")

@@ -36,10 +36,7 @@ pub struct Session {
 impl Session {
     pub fn new(protocol: Protocol, shared: Arc<Shared>, client: Arc<ClientInfo>) -> Session {
         let authenticated = !shared.settings.auth_required();
-        // Values past --max-value-size are refused by the command with a clear error; only
-        // frames larger still are protocol errors (their bytes would have to be buffered).
-        let max_value = shared.settings.max_value_size.load(Relaxed);
-        let limits = resp::request::Limits { max_bulk_len: max_value + 1024 * 1024, ..Default::default() };
+        let limits = resp::request::Limits::default();
         Session {
             protocol,
             shared,
@@ -72,6 +69,9 @@ impl Session {
     }
 
     fn process_resp(&mut self, input: &[u8], out: &mut Vec<u8>) -> Progress {
+        // An argument past --max-value-size is refused at its header, before its bytes are
+        // buffered (CONFIG SET may change the limit at any time).
+        self.limits.max_bulk_len = self.shared.settings.max_value_size.load(Relaxed);
         let mut consumed = 0;
         let mut commands = 0;
         let mut ranges = std::mem::take(&mut self.ranges);
@@ -125,13 +125,6 @@ impl Session {
         }
         if !self.conn.authenticated && !command.has(flags::NOAUTH) {
             return self.reject(out, b"NOAUTH Authentication required.");
-        }
-        if command.has(flags::WRITE) {
-            let limit = self.shared.settings.max_value_size.load(Relaxed);
-            if args.tail(1).any(|a| a.len() > limit) {
-                let msg = format!("ERR value is larger than max-value-size ({limit} bytes)");
-                return self.reject(out, msg.as_bytes());
-            }
         }
         self.conn.client.set_last_command(command.name);
         if let Some(queue) = self.conn.multi.as_mut() {

@@ -38,8 +38,8 @@ fn expire_generic(ctx: &mut Ctx<'_, '_>, unit_ms: i64, absolute: bool) {
             b"xx" => xx = true,
             b"gt" => gt = true,
             b"lt" => lt = true,
-            other => {
-                let msg = format!("ERR Unsupported option {}", String::from_utf8_lossy(other));
+            _ => {
+                let msg = format!("ERR Unsupported option {}", String::from_utf8_lossy(ctx.arg(i)));
                 return ctx.err(msg.as_bytes());
             }
         }

@@ -5,8 +5,11 @@ use store::{now_ms, Kind};
 use super::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
 use super::{parse_f64, parse_i64, Ctx, NOT_FLOAT, NOT_INTEGER, OOM, SYNTAX, WRONGTYPE};
 
-/// Largest string SETRANGE may create (Redis's proto-max-bulk-len).
-const MAX_STRING: usize = 512 * 1024 * 1024;
+const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (max-value-size)";
+
+fn max_value_size(ctx: &Ctx<'_, '_>) -> usize {
+    ctx.shared.settings.max_value_size.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 pub fn get(ctx: &mut Ctx<'_, '_>) {
     let key = ctx.arg(1);
@@ -326,10 +329,14 @@ pub fn incrbyfloat(ctx: &mut Ctx<'_, '_>) {
 
 pub fn append(ctx: &mut Ctx<'_, '_>) {
     let (key, data) = (ctx.arg(1), ctx.arg(2));
+    let limit = max_value_size(ctx);
     let out = &mut *ctx.out;
     ctx.db.write(key, |e| {
         if e.item().is_some_and(|i| i.kind() != Kind::String) {
             return resp::reply::error(out, WRONGTYPE);
+        }
+        if e.item().map_or(0, |i| i.value().len()) + data.len() > limit {
+            return resp::reply::error(out, TOO_BIG);
         }
         let result = match ops::concat(e, data, false) {
             Ok(None) => e.put(Kind::String, data, None, 0).map(|_| data.len()),
@@ -384,6 +391,7 @@ pub fn setrange(ctx: &mut Ctx<'_, '_>) {
     }
     let offset = offset as usize;
     let (key, data) = (ctx.arg(1), ctx.arg(3));
+    let limit = max_value_size(ctx);
     let out = &mut *ctx.out;
     ctx.db.write(key, |e| {
         let old = match ops::string_value(e.item()) {
@@ -394,8 +402,8 @@ pub fn setrange(ctx: &mut Ctx<'_, '_>) {
         if data.is_empty() {
             return resp::reply::integer(out, old_len as i64);
         }
-        if offset + data.len() > MAX_STRING {
-            return resp::reply::error(out, b"ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        if offset + data.len() > limit {
+            return resp::reply::error(out, TOO_BIG);
         }
         let len = old_len.max(offset + data.len());
         let (deadline, flags) = e.item().map_or((None, 0), |i| (i.expire_at(), i.flags()));

@@ -1,0 +1,72 @@
+# cairn: build, run and test.
+#
+#   make test    install test deps if missing (scripts/setup.sh), cargo tests, then the
+#                Python integration tests (tests/) against target/release/cairn-server
+#   make run     build and run the server in the foreground (extra flags: ARGS="--port 7000")
+#   make build   release build of the server
+#   make fmt     format the Rust code;  make lint: rustfmt --check + clippy -D warnings
+#   make clean   remove build outputs and the test venv
+#
+# Knobs: PYTEST_ARGS="-k hashes -x", CAIRN_MODES=reactor (subset of server modes),
+#        CAIRN_TARGET=redis|memcached (run the tests against the real peers: `make validate`).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+CARGO   ?= cargo
+VENV    ?= .venv
+PYTHON  := $(VENV)/bin/python
+SERVER  := target/release/cairn-server
+ARGS    ?=
+PYTEST_ARGS ?=
+# Global guards (seconds): each phase is killed if it runs past these.
+CARGO_TEST_TIMEOUT ?= 2400
+PYTEST_TIMEOUT     ?= 1500
+
+.PHONY: all build run test test-rust test-py setup validate validate-redis validate-memcached \
+        fmt lint clean
+
+all: build
+
+build:
+	$(CARGO) build --release -p cairn-server
+
+run: build
+	exec ./$(SERVER) $(ARGS)
+
+setup:
+	scripts/setup.sh
+
+# Release everywhere: the integration tests need the release binary anyway, so the cargo
+# tests share its dependency builds instead of compiling everything a second time in debug.
+test-rust:
+	timeout -k 30 $(CARGO_TEST_TIMEOUT) $(CARGO) test --workspace --release
+
+test-py: setup build
+	CAIRN_BIN="$(CURDIR)/$(SERVER)" timeout -k 30 $(PYTEST_TIMEOUT) \
+		$(PYTHON) -m pytest tests/ -q $(PYTEST_ARGS)
+
+test: setup
+	$(MAKE) --no-print-directory test-rust
+	$(MAKE) --no-print-directory test-py
+
+# Check that the integration tests encode real Redis / memcached behaviour.
+validate: validate-redis validate-memcached
+
+validate-redis: setup
+	CAIRN_TARGET=redis timeout -k 30 $(PYTEST_TIMEOUT) $(PYTHON) -m pytest tests/ -q $(PYTEST_ARGS)
+
+validate-memcached: setup
+	CAIRN_TARGET=memcached timeout -k 30 $(PYTEST_TIMEOUT) $(PYTHON) -m pytest tests/ -q $(PYTEST_ARGS)
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV) tests/.pytest_cache
+	find tests -name __pycache__ -type d -prune -exec rm -rf {} +
