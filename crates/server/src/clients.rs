@@ -111,7 +111,12 @@ impl ClientInfo {
         let now = now_ms();
         let age = self.created.elapsed().as_secs();
         let idle = now.saturating_sub(self.last_active_ms.load(Relaxed)) / 1000;
-        let name = self.name.lock().as_deref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+        let name = self
+            .name
+            .lock()
+            .as_deref()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default();
         let cmd = match self.last_command() {
             "" => "NULL",
             c => c,
@@ -176,7 +181,11 @@ impl Default for ClientRegistry {
 
 impl ClientRegistry {
     pub fn new() -> ClientRegistry {
-        ClientRegistry { next_id: AtomicU64::new(1), count: AtomicUsize::new(0), map: Mutex::new(BTreeMap::new()) }
+        ClientRegistry {
+            next_id: AtomicU64::new(1),
+            count: AtomicUsize::new(0),
+            map: Mutex::new(BTreeMap::new()),
+        }
     }
 
     /// A fresh client id (1, 2, ...).
@@ -226,12 +235,20 @@ impl ClientRegistry {
 
     /// Kills the clients whose peer address is `addr` (except `skip_id`); returns how many.
     pub fn kill_by_addr(&self, addr: &str, skip_id: Option<u64>) -> usize {
-        self.kill(&KillFilter { addr: Some(addr), skip_id, ..Default::default() })
+        self.kill(&KillFilter {
+            addr: Some(addr),
+            skip_id,
+            ..Default::default()
+        })
     }
 
     /// Kills the clients connected to local address `laddr` (except `skip_id`); returns how many.
     pub fn kill_by_laddr(&self, laddr: &str, skip_id: Option<u64>) -> usize {
-        self.kill(&KillFilter { laddr: Some(laddr), skip_id, ..Default::default() })
+        self.kill(&KillFilter {
+            laddr: Some(laddr),
+            skip_id,
+            ..Default::default()
+        })
     }
 
     /// Kills every client matching `filter`; returns how many.
@@ -239,9 +256,16 @@ impl ClientRegistry {
         let victims: Vec<Arc<ClientInfo>> = {
             let map = self.map.lock();
             if let Some(id) = filter.id {
-                map.get(&id).filter(|c| filter.matches(c)).cloned().into_iter().collect()
+                map.get(&id)
+                    .filter(|c| filter.matches(c))
+                    .cloned()
+                    .into_iter()
+                    .collect()
             } else {
-                map.values().filter(|c| filter.matches(c)).cloned().collect()
+                map.values()
+                    .filter(|c| filter.matches(c))
+                    .cloned()
+                    .collect()
             }
         };
         for c in &victims {
@@ -256,7 +280,14 @@ mod tests {
     use super::*;
 
     fn client(reg: &ClientRegistry, addr: &str, laddr: &str) -> Arc<ClientInfo> {
-        let c = Arc::new(ClientInfo::new(reg.next_id(), addr.into(), laddr.into(), 9, Protocol::Resp, None));
+        let c = Arc::new(ClientInfo::new(
+            reg.next_id(),
+            addr.into(),
+            laddr.into(),
+            9,
+            Protocol::Resp,
+            None,
+        ));
         reg.register(c.clone());
         c
     }
@@ -269,7 +300,10 @@ mod tests {
         let c = client(&reg, "/tmp/s.sock:0", "/tmp/s.sock:0");
         assert_eq!((a.id, b.id, c.id), (1, 2, 3));
         assert_eq!(reg.count(), 3);
-        assert_eq!(reg.list().iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            reg.list().iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
 
         assert!(reg.kill_by_id(2));
         assert!(b.killed() && !a.killed());
@@ -278,7 +312,14 @@ mod tests {
         assert!(!a.killed());
         assert_eq!(reg.kill_by_addr("127.0.0.1:1000", None), 1);
         assert!(a.killed());
-        assert_eq!(reg.kill(&KillFilter { id: Some(3), skip_id: Some(3), ..Default::default() }), 0);
+        assert_eq!(
+            reg.kill(&KillFilter {
+                id: Some(3),
+                skip_id: Some(3),
+                ..Default::default()
+            }),
+            0
+        );
 
         assert!(reg.unregister(2).is_some());
         assert!(reg.unregister(2).is_none());
@@ -288,10 +329,19 @@ mod tests {
 
     #[test]
     fn info_line() {
-        let c = ClientInfo::new(7, "127.0.0.1:5555".into(), "127.0.0.1:6380".into(), 12, Protocol::Resp, None);
+        let c = ClientInfo::new(
+            7,
+            "127.0.0.1:5555".into(),
+            "127.0.0.1:6380".into(),
+            12,
+            Protocol::Resp,
+            None,
+        );
         *c.name.lock() = Some(b"worker".to_vec());
         let line = c.info_line();
-        assert!(line.starts_with("id=7 addr=127.0.0.1:5555 laddr=127.0.0.1:6380 fd=12 name=worker age=0 idle=0 flags=N"));
+        assert!(line.starts_with(
+            "id=7 addr=127.0.0.1:5555 laddr=127.0.0.1:6380 fd=12 name=worker age=0 idle=0 flags=N"
+        ));
         assert!(line.contains(" cmd=NULL "), "{line}");
         c.set_last_command("get");
         assert!(c.info_line().contains(" cmd=get user=default resp=2"));

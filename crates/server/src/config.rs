@@ -201,19 +201,26 @@ impl Config {
         let Some(path) = cli.config.clone() else {
             return Ok(Config::from_parsed(cli));
         };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| ConfigError::File(format!("cannot read config file {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            ConfigError::File(format!("cannot read config file {}: {e}", path.display()))
+        })?;
         let file_args = file_to_args(&text)
             .map_err(|e| ConfigError::File(format!("config file {}: {e}", path.display())))?;
-        let program = argv.first().cloned().unwrap_or_else(|| "cairn-server".into());
+        let program = argv
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "cairn-server".into());
         // Validate the file alone first so its errors name the file.
-        Args::try_parse_from(std::iter::once(program.clone()).chain(file_args.iter().cloned())).map_err(
-            |e| {
+        Args::try_parse_from(std::iter::once(program.clone()).chain(file_args.iter().cloned()))
+            .map_err(|e| {
                 let msg = e.to_string();
-                let first = msg.lines().next().unwrap_or("").trim_start_matches("error: ");
+                let first = msg
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
                 ConfigError::File(format!("config file {}: {first}", path.display()))
-            },
-        )?;
+            })?;
         let merged = std::iter::once(program)
             .chain(file_args)
             .chain(argv.into_iter().skip(1));
@@ -222,7 +229,9 @@ impl Config {
     }
 
     fn from_parsed(a: Args) -> Config {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         Config {
             config_file: a.config,
             bind: a.bind,
@@ -267,7 +276,9 @@ impl Config {
 
 /// Converts the TOML file into `--key=value` arguments.
 fn file_to_args(text: &str) -> Result<Vec<OsString>, String> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.message().to_string())?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| e.message().to_string())?;
     let cmd = Args::command();
     let mut out = Vec::with_capacity(table.len());
     for (key, value) in table {
@@ -282,7 +293,12 @@ fn file_to_args(text: &str) -> Result<Vec<OsString>, String> {
             toml::Value::String(s) => s,
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
-            other => return Err(format!("key '{key}': expected a string or an integer, got {}", other.type_str())),
+            other => {
+                return Err(format!(
+                    "key '{key}': expected a string or an integer, got {}",
+                    other.type_str()
+                ))
+            }
         };
         out.push(OsString::from(format!("--{flag}={v}")));
     }
@@ -296,18 +312,27 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("invalid size '{s}' (expected e.g. 1024, 100k, 64mb, 2gb)"));
+        return Err(format!(
+            "invalid size '{s}' (expected e.g. 1024, 100k, 64mb, 2gb)"
+        ));
     }
-    let n: u64 = num.parse().map_err(|_| format!("size '{s}' is too large"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("size '{s}' is too large"))?;
     let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" => 1 << 10,
         "m" | "mb" => 1 << 20,
         "g" | "gb" => 1 << 30,
         "t" | "tb" => 1 << 40,
-        _ => return Err(format!("invalid size suffix in '{s}' (use k, kb, m, mb, g or gb)")),
+        _ => {
+            return Err(format!(
+                "invalid size suffix in '{s}' (use k, kb, m, mb, g or gb)"
+            ))
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
 fn parse_size_usize(s: &str) -> Result<usize, String> {
@@ -328,7 +353,9 @@ fn parse_octal_perm(s: &str) -> Result<u32, String> {
     let t = t.strip_prefix("0o").unwrap_or(t);
     match u32::from_str_radix(t, 8) {
         Ok(n) if n <= 0o7777 && !t.is_empty() => Ok(n),
-        _ => Err(format!("invalid permissions '{s}' (expected octal, e.g. 700 or 0770)")),
+        _ => Err(format!(
+            "invalid permissions '{s}' (expected octal, e.g. 700 or 0770)"
+        )),
     }
 }
 
@@ -376,7 +403,8 @@ mod tests {
     fn temp_file(contents: &str) -> PathBuf {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("cairn-config-test-{}-{n}.toml", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("cairn-config-test-{}-{n}.toml", std::process::id()));
         let mut f = std::fs::File::create(&path).unwrap();
         f.write_all(contents.as_bytes()).unwrap();
         path
@@ -501,7 +529,15 @@ mod tests {
         assert_eq!(c.unixsocketperm, Some(0o700));
         assert_eq!(c.threads, 2);
         // Flags win over the file, wherever they appear.
-        let c = cfg(&["--port", "7002", "--config", p, "--maxmemory", "1gb", "--threads=4"]);
+        let c = cfg(&[
+            "--port",
+            "7002",
+            "--config",
+            p,
+            "--maxmemory",
+            "1gb",
+            "--threads=4",
+        ]);
         assert_eq!(c.port, 7002);
         assert_eq!(c.maxmemory, 1 << 30);
         assert_eq!(c.threads, 4);
@@ -533,18 +569,37 @@ mod tests {
     #[test]
     fn loglevels() {
         use tracing::level_filters::LevelFilter;
-        assert_eq!(cfg(&["--loglevel", "debug"]).level_filter(), LevelFilter::DEBUG);
-        assert_eq!(cfg(&["--loglevel", "verbose"]).level_filter(), LevelFilter::DEBUG);
-        assert_eq!(cfg(&["--loglevel", "notice"]).level_filter(), LevelFilter::INFO);
-        assert_eq!(cfg(&["--loglevel", "warning"]).level_filter(), LevelFilter::WARN);
-        assert_eq!(cfg(&["--loglevel", "nothing"]).level_filter(), LevelFilter::OFF);
+        assert_eq!(
+            cfg(&["--loglevel", "debug"]).level_filter(),
+            LevelFilter::DEBUG
+        );
+        assert_eq!(
+            cfg(&["--loglevel", "verbose"]).level_filter(),
+            LevelFilter::DEBUG
+        );
+        assert_eq!(
+            cfg(&["--loglevel", "notice"]).level_filter(),
+            LevelFilter::INFO
+        );
+        assert_eq!(
+            cfg(&["--loglevel", "warning"]).level_filter(),
+            LevelFilter::WARN
+        );
+        assert_eq!(
+            cfg(&["--loglevel", "nothing"]).level_filter(),
+            LevelFilter::OFF
+        );
     }
 
     #[test]
     fn help_and_version() {
         let e = Config::from_args(["cairn-server", "--version"]).unwrap_err();
-        assert!(matches!(&e, ConfigError::Args(e) if e.kind() == clap::error::ErrorKind::DisplayVersion));
+        assert!(
+            matches!(&e, ConfigError::Args(e) if e.kind() == clap::error::ErrorKind::DisplayVersion)
+        );
         let e = Config::from_args(["cairn-server", "--help"]).unwrap_err();
-        assert!(matches!(&e, ConfigError::Args(e) if e.kind() == clap::error::ErrorKind::DisplayHelp));
+        assert!(
+            matches!(&e, ConfigError::Args(e) if e.kind() == clap::error::ErrorKind::DisplayHelp)
+        );
     }
 }

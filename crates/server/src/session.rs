@@ -9,6 +9,9 @@ use crate::command::{self, flags, Args, Conn, OwnedArgs};
 use crate::memcached::McState;
 use crate::shared::Shared;
 
+/// Output size after which `process` returns early so that the runtime can flush it.
+pub const OUTPUT_BATCH: usize = 1024 * 1024;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Resp,
@@ -100,6 +103,10 @@ impl Session {
                     self.dispatch(Args::new(buf, &ranges), out);
                     if self.conn.close {
                         close = true;
+                        break;
+                    }
+                    // Let the runtime write (and apply the output limit) before producing more.
+                    if out.len() >= OUTPUT_BATCH {
                         break;
                     }
                 }

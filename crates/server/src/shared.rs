@@ -18,6 +18,8 @@ pub struct ServerStats {
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub client_output_limit_disconnections: AtomicU64,
+    /// memcached `stats` counters (cmd_get, get_hits, cas_badval, ...).
+    pub memcache: crate::memcached::McStats,
 }
 
 /// Settings that CONFIG SET may change while the server runs (the store holds maxmemory and

@@ -35,9 +35,15 @@ pub(crate) struct Acceptor {
 }
 
 impl Acceptor {
-    pub fn new(poll: Poll, mut listeners: Vec<Listener>, loops: Vec<LoopHandle>, shared: Arc<Shared>) -> io::Result<Acceptor> {
+    pub fn new(
+        poll: Poll,
+        mut listeners: Vec<Listener>,
+        loops: Vec<LoopHandle>,
+        shared: Arc<Shared>,
+    ) -> io::Result<Acceptor> {
         for (i, l) in listeners.iter_mut().enumerate() {
-            poll.registry().register(l.source(), Token(i), Interest::READABLE)?;
+            poll.registry()
+                .register(l.source(), Token(i), Interest::READABLE)?;
         }
         let n = loops.len();
         Ok(Acceptor {
@@ -55,7 +61,9 @@ impl Acceptor {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(64);
         loop {
-            let timeout = self.retry_at.map(|t| t.saturating_duration_since(Instant::now()));
+            let timeout = self
+                .retry_at
+                .map(|t| t.saturating_duration_since(Instant::now()));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     error!("accept poll: {e}");
@@ -80,7 +88,10 @@ impl Acceptor {
                 }
             }
             if accepted != 0 {
-                self.shared.stats.total_connections_received.fetch_add(accepted, Relaxed);
+                self.shared
+                    .stats
+                    .total_connections_received
+                    .fetch_add(accepted, Relaxed);
             }
             for (i, w) in self.to_wake.iter_mut().enumerate() {
                 if std::mem::take(w) {
@@ -98,13 +109,21 @@ impl Acceptor {
             let acc = match self.listeners[i].accept() {
                 Ok(a) => a,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
                     continue
                 }
                 Err(e) => {
                     // EMFILE, ENFILE, ENOBUFS, ENOMEM...: the pending connection stays queued;
                     // try again shortly.
-                    if self.last_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    if self
+                        .last_warning
+                        .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+                    {
                         warn!("accept on {}: {e}", self.listeners[i].display);
                         self.last_warning = Some(Instant::now());
                     }
@@ -133,7 +152,15 @@ impl Acceptor {
             ));
             clients.register(client.clone());
             let id = client.id;
-            if self.loops[target].tx.send(NewConn { stream: acc.stream, client, protocol }).is_err() {
+            if self.loops[target]
+                .tx
+                .send(NewConn {
+                    stream: acc.stream,
+                    client,
+                    protocol,
+                })
+                .is_err()
+            {
                 clients.unregister(id);
                 continue;
             }

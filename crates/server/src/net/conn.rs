@@ -50,11 +50,14 @@ impl BufPool {
     }
 
     pub fn take_out(&mut self) -> Vec<u8> {
-        self.outs.pop().unwrap_or_else(|| Vec::with_capacity(OUT_BUF))
+        self.outs
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(OUT_BUF))
     }
 
     fn put_out(&mut self, mut b: Vec<u8>) {
-        if b.capacity() >= OUT_BUF && b.capacity() <= OUT_POOL_MAX_CAP && self.outs.len() < POOL_MAX {
+        if b.capacity() >= OUT_BUF && b.capacity() <= OUT_POOL_MAX_CAP && self.outs.len() < POOL_MAX
+        {
             b.clear();
             self.outs.push(b);
         }
@@ -102,13 +105,19 @@ impl Ctx {
 
     pub fn flush_stats(&mut self, stats: &ServerStats) {
         if self.in_bytes != 0 {
-            stats.net_input_bytes.fetch_add(std::mem::take(&mut self.in_bytes), Relaxed);
+            stats
+                .net_input_bytes
+                .fetch_add(std::mem::take(&mut self.in_bytes), Relaxed);
         }
         if self.out_bytes != 0 {
-            stats.net_output_bytes.fetch_add(std::mem::take(&mut self.out_bytes), Relaxed);
+            stats
+                .net_output_bytes
+                .fetch_add(std::mem::take(&mut self.out_bytes), Relaxed);
         }
         if self.output_limit_closes != 0 {
-            stats.client_output_limit_disconnections.fetch_add(std::mem::take(&mut self.output_limit_closes), Relaxed);
+            stats
+                .client_output_limit_disconnections
+                .fetch_add(std::mem::take(&mut self.output_limit_closes), Relaxed);
         }
     }
 }
@@ -233,7 +242,11 @@ impl Conn {
                 return Step::Close(CloseReason::OutputLimit);
             }
             if self.closing {
-                return if pending == 0 { Step::Close(CloseReason::Done) } else { Step::Wait };
+                return if pending == 0 {
+                    Step::Close(CloseReason::Done)
+                } else {
+                    Step::Wait
+                };
             }
             if pending != 0 && !self.write_ready && ctx.output_limit == 0 {
                 // Unlimited output: pure backpressure, stop reading until the peer reads.
@@ -372,14 +385,22 @@ impl Conn {
         match catch_unwind(AssertUnwindSafe(|| session.process(input, out))) {
             Ok(p) => self.after_process(p.consumed, p.close, ctx),
             Err(_) => {
-                tracing::error!(client = self.client.id, "session panicked; closing the connection");
+                tracing::error!(
+                    client = self.client.id,
+                    "session panicked; closing the connection"
+                );
                 drop_quietly(self.session.take());
                 Err(CloseReason::Panic)
             }
         }
     }
 
-    fn after_process(&mut self, consumed: usize, close: bool, ctx: &mut Ctx) -> Result<(), CloseReason> {
+    fn after_process(
+        &mut self,
+        consumed: usize,
+        close: bool,
+        ctx: &mut Ctx,
+    ) -> Result<(), CloseReason> {
         let consumed = consumed.min(self.end - self.start);
         self.start += consumed;
         if close || self.client.killed() {
@@ -392,8 +413,12 @@ impl Conn {
             // The session may have stopped early (e.g. to bound its output): go again.
             self.dirty = consumed > 0 && !self.closing;
         }
-        self.client.qbuf.store((self.end - self.start) as u64, Relaxed);
-        self.client.omem.store((self.out.len() - self.out_pos) as u64, Relaxed);
+        self.client
+            .qbuf
+            .store((self.end - self.start) as u64, Relaxed);
+        self.client
+            .omem
+            .store((self.out.len() - self.out_pos) as u64, Relaxed);
         Ok(())
     }
 
@@ -421,7 +446,10 @@ impl Conn {
         self.end = done.end;
         self.out = done.out;
         if done.panicked {
-            tracing::error!(client = self.client.id, "session panicked; closing the connection");
+            tracing::error!(
+                client = self.client.id,
+                "session panicked; closing the connection"
+            );
             return Err(CloseReason::Panic);
         }
         self.session = done.session;
@@ -465,8 +493,17 @@ pub struct Done {
 impl Job {
     /// Runs the session over the input (on a worker thread).
     pub fn run(self) -> Done {
-        let Job { token, mut session, input, start, end, mut out } = self;
-        let r = catch_unwind(AssertUnwindSafe(|| session.process(&input[start..end], &mut out)));
+        let Job {
+            token,
+            mut session,
+            input,
+            start,
+            end,
+            mut out,
+        } = self;
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            session.process(&input[start..end], &mut out)
+        }));
         match r {
             Ok(p) => Done {
                 token,
@@ -481,7 +518,17 @@ impl Job {
             },
             Err(_) => {
                 drop_quietly(Some(session));
-                Done { token, session: None, input, start, end, out, consumed: 0, close: true, panicked: true }
+                Done {
+                    token,
+                    session: None,
+                    input,
+                    start,
+                    end,
+                    out,
+                    consumed: 0,
+                    close: true,
+                    panicked: true,
+                }
             }
         }
     }

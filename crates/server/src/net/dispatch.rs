@@ -20,7 +20,12 @@ pub(crate) struct JobQueue {
 
 impl JobQueue {
     pub fn new(workers: usize) -> JobQueue {
-        JobQueue { queue: Mutex::new(VecDeque::new()), cond: Condvar::new(), stop: AtomicBool::new(false), workers }
+        JobQueue {
+            queue: Mutex::new(VecDeque::new()),
+            cond: Condvar::new(),
+            stop: AtomicBool::new(false),
+            workers,
+        }
     }
 
     /// Workers exit once the queue is empty.
@@ -39,7 +44,10 @@ pub(crate) struct DoneQueue {
 
 impl DoneQueue {
     pub fn new(notifier: Arc<Notifier>) -> DoneQueue {
-        DoneQueue { done: Mutex::new(Vec::new()), notifier }
+        DoneQueue {
+            done: Mutex::new(Vec::new()),
+            notifier,
+        }
     }
 }
 
@@ -84,7 +92,12 @@ pub(crate) struct DispatchLink {
 
 impl DispatchLink {
     pub fn new(jobs: Arc<JobQueue>, done: Arc<DoneQueue>) -> DispatchLink {
-        DispatchLink { jobs, done, pending: Vec::new(), spare: Vec::new() }
+        DispatchLink {
+            jobs,
+            done,
+            pending: Vec::new(),
+            spare: Vec::new(),
+        }
     }
 
     /// Queues this turn's jobs under one lock and wakes as many workers as needed.

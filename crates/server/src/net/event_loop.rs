@@ -25,7 +25,11 @@ struct Slab {
 
 impl Slab {
     fn new() -> Slab {
-        Slab { entries: Vec::new(), free: Vec::new(), len: 0 }
+        Slab {
+            entries: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
     }
 
     fn next_key(&self) -> usize {
@@ -58,7 +62,12 @@ impl Slab {
     }
 
     fn keys(&self) -> Vec<usize> {
-        self.entries.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(k, _)| k).collect()
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.is_some())
+            .map(|(k, _)| k)
+            .collect()
     }
 }
 
@@ -107,7 +116,10 @@ impl EventLoop {
             let timeout = if !self.again.is_empty() {
                 Some(Duration::ZERO)
             } else {
-                self.deadline.map(|d| d.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)))
+                self.deadline.map(|d| {
+                    d.saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(50))
+                })
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -125,7 +137,12 @@ impl EventLoop {
                     continue;
                 }
                 if let Some(c) = self.conns.get_mut(t) {
-                    c.on_event(ev.is_readable(), ev.is_writable(), ev.is_read_closed(), ev.is_error());
+                    c.on_event(
+                        ev.is_readable(),
+                        ev.is_writable(),
+                        ev.is_read_closed(),
+                        ev.is_error(),
+                    );
                     self.drive(t);
                 }
             }
@@ -158,7 +175,9 @@ impl EventLoop {
 
     fn drive(&mut self, t: usize) {
         let inline = self.dispatch.is_none();
-        let Some(c) = self.conns.get_mut(t) else { return };
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
         match c.drive(&mut self.ctx, inline) {
             Step::Wait => self.sync_interest(t),
             Step::Yield => {
@@ -178,26 +197,40 @@ impl EventLoop {
 
     /// Registers WRITABLE only while output waits for a full socket.
     fn sync_interest(&mut self, t: usize) {
-        let Some(c) = self.conns.get_mut(t) else { return };
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
         let want = c.wants_writable();
         if want == c.writable_interest {
             return;
         }
-        let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
-        match self.poll.registry().reregister(&mut c.stream, Token(t), interest) {
+        let interest = if want {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        match self
+            .poll
+            .registry()
+            .reregister(&mut c.stream, Token(t), interest)
+        {
             Ok(()) => c.writable_interest = want,
             Err(e) => self.close(t, CloseReason::Io(e.kind())),
         }
     }
 
     fn close(&mut self, t: usize, reason: CloseReason) {
-        let Some(c) = self.conns.get_mut(t) else { return };
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
         if c.in_flight {
             // Its session is on a worker: close when it comes back.
             c.start_closing();
             return;
         }
-        let Some(c) = self.conns.remove(t) else { return };
+        let Some(c) = self.conns.remove(t) else {
+            return;
+        };
         debug!(client = c.client.id, addr = %c.client.addr, ?reason, "connection closed");
         self.shared.clients.unregister(c.client.id);
         // Closing the fd removes it from the poller.
@@ -205,7 +238,11 @@ impl EventLoop {
     }
 
     fn add(&mut self, nc: NewConn) {
-        let NewConn { stream, client, protocol } = nc;
+        let NewConn {
+            stream,
+            client,
+            protocol,
+        } = nc;
         if self.deadline.is_some() {
             self.shared.clients.unregister(client.id);
             return;
@@ -213,7 +250,11 @@ impl EventLoop {
         let session = Box::new(Session::new(protocol, self.shared.clone(), client.clone()));
         let mut conn = Conn::new(stream, client, session);
         let t = self.conns.next_key();
-        if let Err(e) = self.poll.registry().register(&mut conn.stream, Token(t), Interest::READABLE) {
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut conn.stream, Token(t), Interest::READABLE)
+        {
             error!("register connection: {e}");
             self.shared.clients.unregister(conn.client.id);
             return;

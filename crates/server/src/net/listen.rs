@@ -100,7 +100,11 @@ pub struct Listener {
 impl Listener {
     pub fn tcp(addr: SocketAddr, protocol: Protocol) -> io::Result<Listener> {
         use socket2::{Domain, Socket, Type};
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(socket2::Protocol::TCP))?;
+        let socket = Socket::new(
+            Domain::for_address(addr),
+            Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
         socket.set_reuse_address(true)?;
         if addr.is_ipv6() {
             socket.set_only_v6(true)?;
@@ -110,7 +114,11 @@ impl Listener {
         socket.set_nonblocking(true)?;
         let std: std::net::TcpListener = socket.into();
         let local = std.local_addr()?;
-        Ok(Listener { kind: ListenerKind::Tcp(TcpListener::from_std(std)), protocol, display: local.to_string() })
+        Ok(Listener {
+            kind: ListenerKind::Tcp(TcpListener::from_std(std)),
+            protocol,
+            display: local.to_string(),
+        })
     }
 
     /// Binds a unix socket, replacing a stale socket file, and applies `perm` (octal mode).
@@ -149,13 +157,24 @@ impl Listener {
                 if let Err(e) = stream.set_nodelay(true) {
                     warn!("TCP_NODELAY: {e}");
                 }
-                let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| self.display.clone());
-                Ok(Accepted { stream: Stream::Tcp(stream), addr: peer.to_string(), laddr })
+                let laddr = stream
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|_| self.display.clone());
+                Ok(Accepted {
+                    stream: Stream::Tcp(stream),
+                    addr: peer.to_string(),
+                    laddr,
+                })
             }
             ListenerKind::Unix(l, path) => {
                 let (stream, _) = l.accept()?;
                 let a = format!("{}:0", path.display());
-                Ok(Accepted { stream: Stream::Unix(stream), addr: a.clone(), laddr: a })
+                Ok(Accepted {
+                    stream: Stream::Unix(stream),
+                    addr: a.clone(),
+                    laddr: a,
+                })
             }
         }
     }
@@ -178,13 +197,18 @@ impl Listener {
 /// Resolves `bind` (space or comma separated addresses) with `port`.
 pub fn resolve(bind: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     let mut out: Vec<SocketAddr> = Vec::new();
-    for host in bind.split(|c: char| c == ',' || c.is_whitespace()).filter(|h| !h.is_empty()) {
+    for host in bind
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|h| !h.is_empty())
+    {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let addrs: Vec<SocketAddr> = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => (host, port)
                 .to_socket_addrs()
-                .map_err(|e| io::Error::new(e.kind(), format!("cannot resolve bind address {host}: {e}")))?
+                .map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot resolve bind address {host}: {e}"))
+                })?
                 .collect(),
         };
         for a in addrs {
@@ -194,7 +218,10 @@ pub fn resolve(bind: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
         }
     }
     if out.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no bind address in '{bind}'")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no bind address in '{bind}'"),
+        ));
     }
     Ok(out)
 }

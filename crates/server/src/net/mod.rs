@@ -53,7 +53,10 @@ pub struct Notifier {
 
 impl Notifier {
     fn new(poll: &Poll) -> io::Result<Arc<Notifier>> {
-        Ok(Arc::new(Notifier { waker: Waker::new(poll.registry(), Token(WAKER))?, kill_scan: AtomicBool::new(false) }))
+        Ok(Arc::new(Notifier {
+            waker: Waker::new(poll.registry(), Token(WAKER))?,
+            kill_scan: AtomicBool::new(false),
+        }))
     }
 
     pub fn wake(&self) {
@@ -104,13 +107,18 @@ fn bind_listeners(shared: &Shared) -> io::Result<Vec<Listener>> {
     let ctx = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     if cfg.port != 0 {
         for addr in listen::resolve(&cfg.bind, cfg.port)? {
-            listeners.push(Listener::tcp(addr, Protocol::Resp).map_err(ctx(format!("cannot listen on {addr}")))?);
+            listeners.push(
+                Listener::tcp(addr, Protocol::Resp)
+                    .map_err(ctx(format!("cannot listen on {addr}")))?,
+            );
         }
     }
     if let Some(path) = &cfg.unixsocket {
         listeners.push(
-            Listener::unix(path, cfg.unixsocketperm, Protocol::Resp)
-                .map_err(ctx(format!("cannot listen on unix socket {}", path.display())))?,
+            Listener::unix(path, cfg.unixsocketperm, Protocol::Resp).map_err(ctx(format!(
+                "cannot listen on unix socket {}",
+                path.display()
+            )))?,
         );
     }
     if cfg.memcache_port != 0 {
@@ -122,8 +130,10 @@ fn bind_listeners(shared: &Shared) -> io::Result<Vec<Listener>> {
                 );
             }
             for addr in listen::resolve(&cfg.bind, cfg.memcache_port)? {
-                listeners
-                    .push(Listener::tcp(addr, Protocol::Memcache).map_err(ctx(format!("cannot listen on {addr}")))?);
+                listeners.push(
+                    Listener::tcp(addr, Protocol::Memcache)
+                        .map_err(ctx(format!("cannot listen on {addr}")))?,
+                );
             }
         } else {
             info!(
@@ -134,12 +144,17 @@ fn bind_listeners(shared: &Shared) -> io::Result<Vec<Listener>> {
     }
     if let Some(path) = &cfg.memcache_unixsocket {
         listeners.push(
-            Listener::unix(path, cfg.unixsocketperm, Protocol::Memcache)
-                .map_err(ctx(format!("cannot listen on unix socket {}", path.display())))?,
+            Listener::unix(path, cfg.unixsocketperm, Protocol::Memcache).map_err(ctx(format!(
+                "cannot listen on unix socket {}",
+                path.display()
+            )))?,
         );
     }
     if listeners.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no listener configured"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no listener configured",
+        ));
     }
     Ok(listeners)
 }
@@ -148,7 +163,10 @@ impl Server {
     /// Binds every listener and starts the threads.
     pub fn start(shared: Arc<Shared>) -> io::Result<Server> {
         let listeners = bind_listeners(&shared)?;
-        let unix_paths: Vec<PathBuf> = listeners.iter().filter_map(|l| l.unix_path().map(PathBuf::from)).collect();
+        let unix_paths: Vec<PathBuf> = listeners
+            .iter()
+            .filter_map(|l| l.unix_path().map(PathBuf::from))
+            .collect();
         let endpoints: Vec<String> = listeners
             .iter()
             .map(|l| {
@@ -196,7 +214,10 @@ impl Server {
                 let done = Arc::new(DoneQueue::new(notifier.clone()));
                 for w in 0..cfg.workers.max(1) {
                     let (jobs, done) = (jobs.clone(), done.clone());
-                    self.workers.push(spawn(format!("cairn-worker-{w}"), move || dispatch::worker(jobs, done))?);
+                    self.workers
+                        .push(spawn(format!("cairn-worker-{w}"), move || {
+                            dispatch::worker(jobs, done)
+                        })?);
                 }
                 self.jobs = Some(jobs.clone());
                 Some(DispatchLink::new(jobs, done))
@@ -204,7 +225,11 @@ impl Server {
                 None
             };
             let event_loop = EventLoop::new(poll, notifier.clone(), rx, shared.clone(), link);
-            let name = if dispatch { "cairn-net".to_string() } else { format!("cairn-io-{i}") };
+            let name = if dispatch {
+                "cairn-net".to_string()
+            } else {
+                format!("cairn-io-{i}")
+            };
             self.loops.push(spawn(name, move || event_loop.run())?);
             self.loop_notifiers.push(notifier.clone());
             handles.push(LoopHandle { notifier, tx });
@@ -217,7 +242,10 @@ impl Server {
             IoModel::Reactor => format!("io-model=reactor threads={n_loops}"),
             IoModel::Dispatch => format!("io-model=dispatch workers={}", cfg.workers.max(1)),
         };
-        info!("ready to accept connections: {} ({model})", self.endpoints.join(" "));
+        info!(
+            "ready to accept connections: {} ({model})",
+            self.endpoints.join(" ")
+        );
         Ok(())
     }
 
@@ -238,7 +266,10 @@ impl Server {
         if let Some(jobs) = &self.jobs {
             jobs.stop();
         }
-        join_until(std::mem::take(&mut self.workers), deadline + Duration::from_millis(100));
+        join_until(
+            std::mem::take(&mut self.workers),
+            deadline + Duration::from_millis(100),
+        );
         for p in &self.unix_paths {
             let _ = std::fs::remove_file(p);
         }
@@ -254,7 +285,10 @@ fn join_until(threads: Vec<JoinHandle<()>>, deadline: Instant) {
         if t.is_finished() {
             let _ = t.join();
         } else {
-            warn!("thread {} did not stop in time", t.thread().name().unwrap_or("?"));
+            warn!(
+                "thread {} did not stop in time",
+                t.thread().name().unwrap_or("?")
+            );
         }
     }
 }

@@ -1,0 +1,199 @@
+//! `stats` and its groups.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use memcache::response::{end, stat, stat_num};
+use memcache::{response, Keys};
+
+use super::VERSION;
+use crate::config::IoModel;
+use crate::shared::Shared;
+
+pub(super) fn stats(shared: &Shared, group: Option<&[u8]>, mut args: Keys<'_>, out: &mut Vec<u8>) {
+    match group {
+        None => general(shared, out),
+        Some(b"settings") => settings(shared, out),
+        Some(b"items") => items(shared, out),
+        Some(b"slabs") => slabs(shared, out),
+        Some(b"sizes") => {
+            stat(out, "sizes_status", "disabled");
+            end(out);
+        }
+        // Per-connection details are not kept; an empty list is a valid answer.
+        Some(b"conns") => end(out),
+        Some(b"reset") => {
+            shared.stats.memcache.reset();
+            out.extend_from_slice(b"RESET\r\n");
+        }
+        Some(b"detail") => match args.next() {
+            Some(b"on") | Some(b"off") => response::ok(out),
+            Some(b"dump") => end(out),
+            _ => response::client_error(out, "usage: stats detail on|off|dump"),
+        },
+        Some(_) => response::error(out),
+    }
+}
+
+fn threads(shared: &Shared) -> u64 {
+    let config = &shared.config;
+    match config.io_model {
+        IoModel::Reactor => config.threads as u64,
+        IoModel::Dispatch => config.workers as u64,
+    }
+}
+
+/// Process CPU time as memcached prints it: `seconds.microseconds`.
+fn rusage() -> (String, String) {
+    // SAFETY: getrusage only writes into the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return ("0.000000".into(), "0.000000".into());
+        }
+        usage
+    };
+    let fmt = |tv: libc::timeval| format!("{}.{:06}", tv.tv_sec, tv.tv_usec);
+    (fmt(usage.ru_utime), fmt(usage.ru_stime))
+}
+
+fn general(shared: &Shared, out: &mut Vec<u8>) {
+    let mc = shared.stats.memcache.snapshot();
+    let server = &shared.stats;
+    let store = shared.store.stats();
+    let now_secs = store::now_ms() / 1000;
+    let (user, system) = rusage();
+
+    stat_num(out, "pid", u64::from(std::process::id()));
+    stat_num(out, "uptime", shared.started.elapsed().as_secs());
+    stat_num(out, "time", now_secs);
+    stat(out, "version", VERSION);
+    stat_num(out, "pointer_size", usize::BITS as u64);
+    stat(out, "rusage_user", user);
+    stat(out, "rusage_system", system);
+    stat_num(
+        out,
+        "max_connections",
+        shared.settings.maxclients.load(Relaxed) as u64,
+    );
+    stat_num(out, "curr_connections", shared.clients.count() as u64);
+    stat_num(
+        out,
+        "total_connections",
+        server.total_connections_received.load(Relaxed),
+    );
+    stat_num(
+        out,
+        "rejected_connections",
+        server.rejected_connections.load(Relaxed),
+    );
+    stat_num(out, "connection_structures", shared.clients.count() as u64);
+    stat_num(out, "cmd_get", mc.cmd_get);
+    stat_num(out, "cmd_set", mc.cmd_set);
+    stat_num(out, "cmd_flush", mc.cmd_flush);
+    stat_num(out, "cmd_touch", mc.cmd_touch);
+    stat_num(out, "cmd_meta", mc.cmd_meta);
+    stat_num(out, "get_hits", mc.get_hits);
+    stat_num(out, "get_misses", mc.get_misses);
+    // Expired records read as absent without telling why.
+    stat_num(out, "get_expired", 0);
+    stat_num(out, "get_flushed", 0);
+    stat_num(out, "delete_misses", mc.delete_misses);
+    stat_num(out, "delete_hits", mc.delete_hits);
+    stat_num(out, "incr_misses", mc.incr_misses);
+    stat_num(out, "incr_hits", mc.incr_hits);
+    stat_num(out, "decr_misses", mc.decr_misses);
+    stat_num(out, "decr_hits", mc.decr_hits);
+    stat_num(out, "cas_misses", mc.cas_misses);
+    stat_num(out, "cas_hits", mc.cas_hits);
+    stat_num(out, "cas_badval", mc.cas_badval);
+    stat_num(out, "touch_hits", mc.touch_hits);
+    stat_num(out, "touch_misses", mc.touch_misses);
+    stat_num(out, "store_too_large", mc.store_too_large);
+    stat_num(out, "store_no_memory", mc.store_no_memory);
+    stat_num(out, "auth_cmds", 0);
+    stat_num(out, "auth_errors", 0);
+    stat_num(out, "bytes_read", server.net_input_bytes.load(Relaxed));
+    stat_num(out, "bytes_written", server.net_output_bytes.load(Relaxed));
+    stat_num(out, "limit_maxbytes", shared.store.maxmemory());
+    stat_num(out, "accepting_conns", 1);
+    stat_num(out, "threads", threads(shared));
+    stat_num(out, "conn_yields", 0);
+    stat_num(out, "bytes", store.used_memory);
+    stat_num(out, "curr_items", store.keys);
+    stat_num(out, "total_items", mc.total_items);
+    stat_num(out, "expired_unfetched", 0);
+    stat_num(out, "evicted_unfetched", 0);
+    stat_num(out, "evictions", store.evicted);
+    stat_num(out, "reclaimed", store.expired);
+    end(out);
+}
+
+fn settings(shared: &Shared, out: &mut Vec<u8>) {
+    let config = &shared.config;
+    stat_num(out, "maxbytes", shared.store.maxmemory());
+    stat_num(
+        out,
+        "maxconns",
+        shared.settings.maxclients.load(Relaxed) as u64,
+    );
+    stat_num(out, "tcpport", u64::from(config.memcache_port));
+    stat_num(out, "udpport", 0);
+    stat(out, "inter", config.bind.as_bytes());
+    stat_num(out, "verbosity", 0);
+    stat_num(out, "oldest", 0);
+    stat(
+        out,
+        "evictions",
+        if shared.store.evicts() { "on" } else { "off" },
+    );
+    let socket = config
+        .memcache_unixsocket
+        .as_ref()
+        .map_or_else(|| "NULL".to_string(), |p| p.display().to_string());
+    stat(out, "domain_socket", socket);
+    stat_num(out, "num_threads", threads(shared));
+    stat(out, "cas_enabled", "yes");
+    stat_num(
+        out,
+        "item_size_max",
+        shared.settings.max_value_size.load(Relaxed) as u64,
+    );
+    stat(out, "flush_enabled", "yes");
+    end(out);
+}
+
+/// One pseudo slab class holding every record.
+fn items(shared: &Shared, out: &mut Vec<u8>) {
+    let store = shared.store.stats();
+    if store.keys > 0 {
+        stat_num(out, "items:1:number", store.keys);
+        stat_num(out, "items:1:age", 0);
+        stat_num(out, "items:1:mem_requested", store.used_memory);
+        stat_num(out, "items:1:evicted", store.evicted);
+        stat_num(out, "items:1:outofmemory", 0);
+        stat_num(out, "items:1:reclaimed", store.expired);
+        stat_num(out, "items:1:expired_unfetched", 0);
+        stat_num(out, "items:1:evicted_unfetched", 0);
+    }
+    end(out);
+}
+
+fn slabs(shared: &Shared, out: &mut Vec<u8>) {
+    let mc = shared.stats.memcache.snapshot();
+    let store = shared.store.stats();
+    let active = u64::from(store.keys > 0);
+    if active > 0 {
+        stat_num(out, "1:used_chunks", store.keys);
+        stat_num(out, "1:get_hits", mc.get_hits);
+        stat_num(out, "1:cmd_set", mc.cmd_set);
+        stat_num(out, "1:delete_hits", mc.delete_hits);
+        stat_num(out, "1:incr_hits", mc.incr_hits);
+        stat_num(out, "1:decr_hits", mc.decr_hits);
+        stat_num(out, "1:cas_hits", mc.cas_hits);
+        stat_num(out, "1:cas_badval", mc.cas_badval);
+        stat_num(out, "1:touch_hits", mc.touch_hits);
+    }
+    stat_num(out, "active_slabs", active);
+    stat_num(out, "total_malloced", store.used_memory);
+    end(out);
+}
