@@ -54,20 +54,24 @@ impl Session {
     /// Handles every complete request at the start of `input`, appending each reply to `out`.
     /// Incomplete trailing bytes are left unconsumed for the next call.
     pub fn process(&mut self, input: &[u8], out: &mut Vec<u8>) -> Progress {
-        let progress = match self.protocol {
+        match self.protocol {
             Protocol::Resp => self.process_resp(input, out),
             Protocol::Memcache => {
-                let (consumed, close, commands) = self.memcache.process(&self.shared, &self.conn.client, input, out);
+                let (consumed, close, commands) =
+                    self.memcache
+                        .process(&self.shared, &self.conn.client, input, out);
                 self.count(commands);
                 Progress { consumed, close }
             }
-        };
-        progress
+        }
     }
 
     fn count(&self, commands: u64) {
         if commands > 0 {
-            self.shared.stats.total_commands_processed.fetch_add(commands, Relaxed);
+            self.shared
+                .stats
+                .total_commands_processed
+                .fetch_add(commands, Relaxed);
         }
     }
 
@@ -120,14 +124,23 @@ impl Session {
 
     fn dispatch(&mut self, args: Args<'_>, out: &mut Vec<u8>) {
         let Some(command) = command::lookup(args.get(0)) else {
-            let mut msg = format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(args.get(0)));
+            let mut msg = format!(
+                "ERR unknown command '{}', with args beginning with: ",
+                String::from_utf8_lossy(args.get(0))
+            );
             for arg in args.tail(1) {
-                msg.push_str(&format!("'{}' ", String::from_utf8_lossy(&arg[..arg.len().min(128)])));
+                msg.push_str(&format!(
+                    "'{}' ",
+                    String::from_utf8_lossy(&arg[..arg.len().min(128)])
+                ));
             }
             return self.reject(out, msg.as_bytes());
         };
         if !command.arity_ok(args.len()) {
-            let msg = format!("ERR wrong number of arguments for '{}' command", command.name);
+            let msg = format!(
+                "ERR wrong number of arguments for '{}' command",
+                command.name
+            );
             return self.reject(out, msg.as_bytes());
         }
         if !self.conn.authenticated && !command.has(flags::NOAUTH) {

@@ -64,7 +64,10 @@ impl Settings {
     pub fn password_matches(&self, given: &[u8]) -> bool {
         match &*self.requirepass.read() {
             None => false,
-            Some(p) => p.len() == given.len() && p.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0,
+            Some(p) => {
+                p.len() == given.len()
+                    && p.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+            }
         }
     }
 }

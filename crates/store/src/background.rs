@@ -55,7 +55,8 @@ impl Store {
                     }
                 }
                 drop(shard);
-                cell.expired.fetch_add(removed as u64, std::sync::atomic::Ordering::Relaxed);
+                cell.expired
+                    .fetch_add(removed as u64, std::sync::atomic::Ordering::Relaxed);
                 removed_total += removed;
                 if removed * 4 <= scanned {
                     break;

@@ -81,7 +81,9 @@ fn class(pattern: &[u8], start: usize, c: u8) -> Option<(bool, usize)> {
                 hit |= pattern[i + 1] == c;
                 i += 2;
             }
-            _ if pattern.get(i + 1) == Some(&b'-') && pattern.get(i + 2).is_some_and(|&e| e != b']') => {
+            _ if pattern.get(i + 1) == Some(&b'-')
+                && pattern.get(i + 2).is_some_and(|&e| e != b']') =>
+            {
                 let (lo, hi) = (b.min(pattern[i + 2]), b.max(pattern[i + 2]));
                 hit |= (lo..=hi).contains(&c);
                 i += 3;

@@ -68,7 +68,13 @@ pub fn push(out: &mut Vec<u8>, field: &[u8], value: &[u8]) {
 /// Returns how many fields were added (not present before).
 pub fn set(old: &[u8], updates: &[(&[u8], &[u8])], out: &mut Vec<u8>) -> usize {
     out.clear();
-    let latest = |field: &[u8]| updates.iter().rev().find(|(f, _)| *f == field).map(|(_, v)| *v);
+    let latest = |field: &[u8]| {
+        updates
+            .iter()
+            .rev()
+            .find(|(f, _)| *f == field)
+            .map(|(_, v)| *v)
+    };
     for (field, value) in fields(old) {
         push(out, field, latest(field).unwrap_or(value));
     }
@@ -106,12 +112,26 @@ mod tests {
     #[test]
     fn set_get_delete() {
         let mut a = Vec::new();
-        assert_eq!(set(&[], &[(b"f1", b"v1"), (b"f2", b"v2"), (b"f1", b"v3")], &mut a), 2);
+        assert_eq!(
+            set(
+                &[],
+                &[(b"f1", b"v1"), (b"f2", b"v2"), (b"f1", b"v3")],
+                &mut a
+            ),
+            2
+        );
         assert_eq!(get(&a, b"f1"), Some(&b"v3"[..]));
         assert_eq!(len(&a), 2);
         let mut b = Vec::new();
         assert_eq!(set(&a, &[(b"f2", b"x"), (b"f3", b"y")], &mut b), 1);
-        assert_eq!(fields(&b).collect::<Vec<_>>(), vec![(&b"f1"[..], &b"v3"[..]), (&b"f2"[..], &b"x"[..]), (&b"f3"[..], &b"y"[..])]);
+        assert_eq!(
+            fields(&b).collect::<Vec<_>>(),
+            vec![
+                (&b"f1"[..], &b"v3"[..]),
+                (&b"f2"[..], &b"x"[..]),
+                (&b"f3"[..], &b"y"[..])
+            ]
+        );
         let mut c = Vec::new();
         assert_eq!(delete(&b, &[b"f1", b"nope"], &mut c), 1);
         assert_eq!(len(&c), 2);

@@ -120,7 +120,9 @@ impl ItemPtr {
         let layout = Layout::from_size_align(size, 1).expect("record size overflows");
         // SAFETY: size > 0 (the header alone is at least 12 bytes).
         let raw = unsafe { alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            handle_alloc_error(layout)
+        };
         // SAFETY: we write only inside the `size` bytes just allocated.
         unsafe {
             let buf = std::slice::from_raw_parts_mut(raw, size);
@@ -181,7 +183,15 @@ impl ItemPtr {
             } else {
                 None
             };
-            Offsets { meta, key_len, value_len, expire, flags, cas: at, key: at + 8 }
+            Offsets {
+                meta,
+                key_len,
+                value_len,
+                expire,
+                flags,
+                cas: at,
+                key: at + 8,
+            }
         }
     }
 
@@ -223,7 +233,9 @@ impl ItemPtr {
 
     pub fn expire_at(self) -> Option<u64> {
         let o = self.offsets();
-        o.expire.map(|at| u64::from_le(self.read_u64(at))).filter(|&d| d != 0)
+        o.expire
+            .map(|at| u64::from_le(self.read_u64(at)))
+            .filter(|&d| d != 0)
     }
 
     /// Whether a deadline can be stored without reallocating.
@@ -330,7 +342,10 @@ pub struct Item<'a> {
 
 impl<'a> Item<'a> {
     pub(crate) fn new(ptr: ItemPtr) -> Item<'a> {
-        Item { ptr, _lock: PhantomData }
+        Item {
+            ptr,
+            _lock: PhantomData,
+        }
     }
     pub fn key(&self) -> &'a [u8] {
         self.ptr.key()

@@ -33,7 +33,9 @@ use table::{KeyHash, Probe, Table};
 
 /// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[derive(Clone, Debug)]
@@ -50,7 +52,12 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { shards: 256, maxmemory: 0, evict: true, background: true }
+        StoreConfig {
+            shards: 256,
+            maxmemory: 0,
+            evict: true,
+            background: true,
+        }
     }
 }
 
@@ -198,7 +205,10 @@ impl Store {
 
     /// Locks the shards of `keys` exclusively, in shard order so that lockers never deadlock.
     pub fn lock_keys<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'_> {
-        let mut indexes: Vec<usize> = keys.into_iter().map(|k| self.shard_of(self.hash(k))).collect();
+        let mut indexes: Vec<usize> = keys
+            .into_iter()
+            .map(|k| self.shard_of(self.hash(k)))
+            .collect();
         indexes.sort_unstable();
         indexes.dedup();
         self.lock_indexes(indexes)
@@ -210,8 +220,14 @@ impl Store {
     }
 
     fn lock_indexes(&self, indexes: Vec<usize>) -> Locked<'_> {
-        let guards = indexes.into_iter().map(|i| (i, self.shards[i].lock.write())).collect();
-        Locked { store: self, guards }
+        let guards = indexes
+            .into_iter()
+            .map(|i| (i, self.shards[i].lock.write()))
+            .collect();
+        Locked {
+            store: self,
+            guards,
+        }
     }
 
     /// Number of records, expired ones not yet removed included (as Redis's DBSIZE).
@@ -237,7 +253,10 @@ impl Store {
 
     /// Sums the counters, reading each shard's table through `with_shard`.
     fn stats_with(&self, mut with_shard: impl FnMut(usize, &mut dyn FnMut(&Shard))) -> StoreStats {
-        let mut s = StoreStats { used_memory: self.used_memory(), ..StoreStats::default() };
+        let mut s = StoreStats {
+            used_memory: self.used_memory(),
+            ..StoreStats::default()
+        };
         for (index, cell) in self.shards.iter().enumerate() {
             s.hits += cell.hits.load(Ordering::Relaxed);
             s.misses += cell.misses.load(Ordering::Relaxed);
@@ -265,7 +284,9 @@ impl Store {
                     continue;
                 }
                 let cell = &self.shards[index];
-                let Some(mut shard) = cell.lock.try_write() else { continue };
+                let Some(mut shard) = cell.lock.try_write() else {
+                    continue;
+                };
                 while !done() {
                     if shard.evict_one(self, None).is_none() {
                         break;
@@ -287,7 +308,9 @@ impl Store {
 }
 
 fn lookup<'a>(table: &'a Table, hash: KeyHash, key: &[u8]) -> Option<Item<'a>> {
-    let Probe::Found(i) = table.find(hash, key) else { return None };
+    let Probe::Found(i) = table.find(hash, key) else {
+        return None;
+    };
     let item = table.item_at(i).expect("found slot is occupied");
     if Table::slot_has_expire(table.slot(i)) && item.expire_at().is_some_and(|d| d <= now_ms()) {
         return None;
@@ -361,9 +384,11 @@ impl<'s> Locked<'s> {
 
     /// Counters as `Store::stats`, without taking the locks this already holds.
     pub fn stats(&self) -> StoreStats {
-        self.store.stats_with(|index, f| match self.guards.binary_search_by_key(&index, |(i, _)| *i) {
-            Ok(pos) => f(&self.guards[pos].1),
-            Err(_) => f(&self.store.shards[index].lock.read()),
+        self.store.stats_with(|index, f| {
+            match self.guards.binary_search_by_key(&index, |(i, _)| *i) {
+                Ok(pos) => f(&self.guards[pos].1),
+                Err(_) => f(&self.store.shards[index].lock.read()),
+            }
         })
     }
 

@@ -17,7 +17,13 @@ fn split(cursor: u64) -> (usize, u32) {
 
 /// Visits live records whose home lies in the slots of `position`..+`slots` of one shard.
 /// Returns the next position, or None when the shard is finished.
-fn scan_shard(store: &Store, table: &Table, position: u32, slots: usize, visit: &mut impl FnMut(Item<'_>)) -> Option<u32> {
+fn scan_shard(
+    store: &Store,
+    table: &Table,
+    position: u32,
+    slots: usize,
+    visit: &mut impl FnMut(Item<'_>),
+) -> Option<u32> {
     let cap = table.capacity();
     let start = table.home_of(crate::table::KeyHash((position as u64) << 32));
     let end = (start + slots).min(cap);
@@ -39,13 +45,21 @@ fn scan_shard(store: &Store, table: &Table, position: u32, slots: usize, visit: 
     (end < cap).then(|| table.position_of_home(end) as u32)
 }
 
-fn step(store: &Store, cursor: u64, count: usize, mut shard_at: impl FnMut(usize, &mut dyn FnMut(&Shard) -> Option<u32>) -> Option<u32>, mut visit: impl FnMut(Item<'_>)) -> u64 {
+fn step(
+    store: &Store,
+    cursor: u64,
+    count: usize,
+    mut shard_at: impl FnMut(usize, &mut dyn FnMut(&Shard) -> Option<u32>) -> Option<u32>,
+    mut visit: impl FnMut(Item<'_>),
+) -> u64 {
     let (mut shard, mut position) = split(cursor);
     let mut seen = 0;
     let want = count.max(1);
     while shard < store.shard_count() {
         let next = shard_at(shard, &mut |s: &Shard| {
-            scan_shard(store, &s.table, position, want * 2, &mut |item: Item<'_>| {
+            scan_shard(store, &s.table, position, want * 2, &mut |item: Item<
+                '_,
+            >| {
                 seen += 1;
                 visit(item)
             })
@@ -68,18 +82,37 @@ fn step(store: &Store, cursor: u64, count: usize, mut shard_at: impl FnMut(usize
     }
 }
 
-pub(crate) fn scan_shared(store: &Store, cursor: u64, count: usize, visit: impl FnMut(Item<'_>)) -> u64 {
-    step(store, cursor, count, |index, f| f(&store.cell(index).lock.read()), visit)
+pub(crate) fn scan_shared(
+    store: &Store,
+    cursor: u64,
+    count: usize,
+    visit: impl FnMut(Item<'_>),
+) -> u64 {
+    step(
+        store,
+        cursor,
+        count,
+        |index, f| f(&store.cell(index).lock.read()),
+        visit,
+    )
 }
 
-pub(crate) fn scan_locked(locked: &mut Locked<'_>, cursor: u64, count: usize, visit: impl FnMut(Item<'_>)) -> u64 {
+pub(crate) fn scan_locked(
+    locked: &mut Locked<'_>,
+    cursor: u64,
+    count: usize,
+    visit: impl FnMut(Item<'_>),
+) -> u64 {
     let store = locked.store;
     step(
         store,
         cursor,
         count,
         |index, f| {
-            let pos = locked.guards.binary_search_by_key(&index, |(i, _)| *i).expect("scan needs every shard locked");
+            let pos = locked
+                .guards
+                .binary_search_by_key(&index, |(i, _)| *i)
+                .expect("scan needs every shard locked");
             f(&locked.guards[pos].1)
         },
         visit,

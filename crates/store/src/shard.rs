@@ -36,7 +36,13 @@ pub struct OutOfMemory;
 impl Shard {
     pub fn new() -> Shard {
         let table = Table::new();
-        Shard { used: table.bytes(), table, clock_hand: 0, expire_cursor: 0, next_cas: 1 }
+        Shard {
+            used: table.bytes(),
+            table,
+            clock_hand: 0,
+            expire_cursor: 0,
+            next_cas: 1,
+        }
     }
 
     /// Removes the record in `slot` and frees it (on the reaper when large). Returns bytes freed.
@@ -101,18 +107,35 @@ pub struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
-    pub(crate) fn new(store: &'a Store, shard_index: usize, shard: &'a mut Shard, key: &'a [u8]) -> Entry<'a> {
+    pub(crate) fn new(
+        store: &'a Store,
+        shard_index: usize,
+        shard: &'a mut Shard,
+        key: &'a [u8],
+    ) -> Entry<'a> {
         let hash = store.hash(key);
         let mut probe = shard.table.find(hash, key);
         if let Probe::Found(i) = probe {
             let item = shard.table.item_at(i).expect("found slot is occupied");
-            if Table::slot_has_expire(shard.table.slot(i)) && item.expire_at().is_some_and(|d| d <= now_ms()) {
+            if Table::slot_has_expire(shard.table.slot(i))
+                && item.expire_at().is_some_and(|d| d <= now_ms())
+            {
                 shard.remove_slot(store, i);
-                store.cell(shard_index).expired.fetch_add(1, Ordering::Relaxed);
+                store
+                    .cell(shard_index)
+                    .expired
+                    .fetch_add(1, Ordering::Relaxed);
                 probe = Probe::Vacant(i);
             }
         }
-        Entry { store, shard_index, shard, key, hash, probe }
+        Entry {
+            store,
+            shard_index,
+            shard,
+            key,
+            hash,
+            probe,
+        }
     }
 
     pub fn key(&self) -> &[u8] {
@@ -150,8 +173,16 @@ impl<'a> Entry<'a> {
     }
 
     /// Writes a record with `value`, replacing any existing one. Returns its CAS.
-    pub fn put(&mut self, kind: Kind, value: &[u8], expire_at: Option<u64>, flags: u32) -> Result<u64, OutOfMemory> {
-        self.put_with(kind, value.len(), expire_at, flags, |buf, _| buf.copy_from_slice(value))
+    pub fn put(
+        &mut self,
+        kind: Kind,
+        value: &[u8],
+        expire_at: Option<u64>,
+        flags: u32,
+    ) -> Result<u64, OutOfMemory> {
+        self.put_with(kind, value.len(), expire_at, flags, |buf, _| {
+            buf.copy_from_slice(value)
+        })
     }
 
     /// Writes a record whose value of `value_len` bytes is produced by `fill`, which also sees
@@ -165,7 +196,14 @@ impl<'a> Entry<'a> {
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
         let cas = self.next_cas();
-        let header = Header { kind, key_len: self.key.len(), value_len, expire_at, flags, cas };
+        let header = Header {
+            kind,
+            key_len: self.key.len(),
+            value_len,
+            expire_at,
+            flags,
+            cas,
+        };
         let new_charge = charge(header.alloc_size());
         if let Probe::Vacant(_) = self.probe {
             if self.shard.table.needs_rebuild() {
@@ -193,13 +231,18 @@ impl<'a> Entry<'a> {
         self.store.account(charged as isize);
         match self.probe {
             Probe::Found(i) => {
-                let old = self.shard.table.replace_at(i, self.hash, item, expire_at.is_some());
+                let old = self
+                    .shard
+                    .table
+                    .replace_at(i, self.hash, item, expire_at.is_some());
                 let freed = charge(old.alloc_size());
                 self.shard.used -= freed;
                 self.store.release(old, freed);
             }
             Probe::Vacant(i) => {
-                self.shard.table.insert_at(i, self.hash, item, expire_at.is_some());
+                self.shard
+                    .table
+                    .insert_at(i, self.hash, item, expire_at.is_some());
                 self.probe = Probe::Found(i);
             }
         }
@@ -209,37 +252,54 @@ impl<'a> Entry<'a> {
     /// Sets or clears the deadline of the existing record, giving it a new CAS. Returns false
     /// when there is no record.
     pub fn set_expire(&mut self, expire_at: Option<u64>) -> bool {
-        let Probe::Found(i) = self.probe else { return false };
+        let Probe::Found(i) = self.probe else {
+            return false;
+        };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
         if item.set_expire_in_place(expire_at) {
             let cas = self.next_cas();
             item.set_cas(cas);
-            self.shard.table.set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
+            self.shard
+                .table
+                .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
             return true;
         }
         // The record has no deadline field: rebuild it with one. Growth of 8 bytes is allowed
         // past the memory limit rather than failing an EXPIRE.
         let header = item.header();
-        self.put_with(header.kind, header.value_len, expire_at, header.flags, |buf, old| {
-            buf.copy_from_slice(old.expect("record being rebuilt").value())
-        })
+        self.put_with(
+            header.kind,
+            header.value_len,
+            expire_at,
+            header.flags,
+            |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
+        )
         .is_ok()
     }
 
     /// Sets the memcached meta-protocol marks (stale, win sent) of the existing record in place.
     /// Returns false when there is no record.
     pub fn set_marks(&mut self, stale: bool, win_sent: bool) -> bool {
-        let Probe::Found(i) = self.probe else { return false };
+        let Probe::Found(i) = self.probe else {
+            return false;
+        };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
-        let marks = if stale { crate::item::STALE } else { 0 } | if win_sent { crate::item::WIN_SENT } else { 0 };
+        let marks = if stale { crate::item::STALE } else { 0 }
+            | if win_sent { crate::item::WIN_SENT } else { 0 };
         item.set_marks(marks);
         true
     }
 
     /// Replaces the record's CAS with a caller-chosen one (memcached meta `E` flag).
     pub fn set_cas(&mut self, cas: u64) -> bool {
-        let Probe::Found(i) = self.probe else { return false };
-        self.shard.table.item_at(i).expect("found slot is occupied").set_cas(cas);
+        let Probe::Found(i) = self.probe else {
+            return false;
+        };
+        self.shard
+            .table
+            .item_at(i)
+            .expect("found slot is occupied")
+            .set_cas(cas);
         true
     }
 
@@ -266,7 +326,10 @@ impl<'a> Entry<'a> {
             if self.shard.evict_one(store, keep).is_none() {
                 break;
             }
-            store.cell(self.shard_index).evicted.fetch_add(1, Ordering::Relaxed);
+            store
+                .cell(self.shard_index)
+                .evicted
+                .fetch_add(1, Ordering::Relaxed);
         }
         if fits(store) {
             return Ok(());

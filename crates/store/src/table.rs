@@ -134,7 +134,13 @@ impl Table {
     }
 
     /// Swaps the record in an occupied slot, returning the old one.
-    pub fn replace_at(&mut self, index: usize, hash: KeyHash, item: ItemPtr, has_expire: bool) -> ItemPtr {
+    pub fn replace_at(
+        &mut self,
+        index: usize,
+        hash: KeyHash,
+        item: ItemPtr,
+        has_expire: bool,
+    ) -> ItemPtr {
         let old = slot_addr(self.slots[index]).expect("replace of an empty slot");
         self.slots[index] = Self::encode(hash, item, has_expire);
         old
@@ -143,7 +149,11 @@ impl Table {
     pub fn set_expire_bit(&mut self, index: usize, has_expire: bool) {
         let slot = self.slots[index];
         debug_assert!(slot > TOMBSTONE);
-        self.slots[index] = if has_expire { slot | EXPIRE_BIT } else { slot & !EXPIRE_BIT };
+        self.slots[index] = if has_expire {
+            slot | EXPIRE_BIT
+        } else {
+            slot & !EXPIRE_BIT
+        };
     }
 
     /// Empties an occupied slot, returning its record for the caller to free.
@@ -230,7 +240,14 @@ mod tests {
     }
 
     fn record(key: &[u8]) -> ItemPtr {
-        let h = Header { kind: Kind::String, key_len: key.len(), value_len: 0, expire_at: None, flags: 0, cas: 0 };
+        let h = Header {
+            kind: Kind::String,
+            key_len: key.len(),
+            value_len: 0,
+            expire_at: None,
+            flags: 0,
+            cas: 0,
+        };
         ItemPtr::new(&h, key)
     }
 
@@ -254,7 +271,9 @@ mod tests {
         assert_eq!(t.len(), 10_000);
         for i in (0..10_000u32).step_by(2) {
             let k = i.to_le_bytes();
-            let Probe::Found(slot) = t.find(hash_of(&k), &k) else { panic!("missing {i}") };
+            let Probe::Found(slot) = t.find(hash_of(&k), &k) else {
+                panic!("missing {i}")
+            };
             unsafe { t.remove_at(slot).free() };
         }
         for i in 0..10_000u32 {
@@ -278,7 +297,9 @@ mod tests {
         let big = t.capacity();
         for i in 0..4090u32 {
             let k = i.to_le_bytes();
-            let Probe::Found(slot) = t.find(hash_of(&k), &k) else { panic!() };
+            let Probe::Found(slot) = t.find(hash_of(&k), &k) else {
+                panic!()
+            };
             unsafe { t.remove_at(slot).free() };
         }
         assert!(t.needs_rebuild());

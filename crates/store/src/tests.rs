@@ -8,7 +8,12 @@ use proptest::prelude::*;
 use crate::{now_ms, Db, Kind, Store, StoreConfig};
 
 fn store(maxmemory: u64, evict: bool) -> Arc<Store> {
-    Store::new(StoreConfig { shards: 8, maxmemory, evict, background: false })
+    Store::new(StoreConfig {
+        shards: 8,
+        maxmemory,
+        evict,
+        background: false,
+    })
 }
 
 fn get(store: &Store, key: &[u8]) -> Option<Vec<u8>> {
@@ -24,9 +29,11 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..100)).prop_map(|(k, v)| Op::Set(k, v)),
+        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..100))
+            .prop_map(|(k, v)| Op::Set(k, v)),
         any::<u8>().prop_map(Op::Del),
-        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..20)).prop_map(|(k, v)| Op::Append(k, v)),
+        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..20))
+            .prop_map(|(k, v)| Op::Append(k, v)),
     ]
 }
 
@@ -78,12 +85,21 @@ proptest! {
 fn deadlines_hide_and_expiry_removes() {
     let s = store(0, true);
     let past = now_ms() - 1;
-    s.write(b"gone", |e| e.put(Kind::String, b"v", Some(past), 0)).unwrap();
-    s.write(b"kept", |e| e.put(Kind::String, b"v", Some(now_ms() + 60_000), 0)).unwrap();
-    s.write(b"plain", |e| e.put(Kind::String, b"v", None, 0)).unwrap();
+    s.write(b"gone", |e| e.put(Kind::String, b"v", Some(past), 0))
+        .unwrap();
+    s.write(b"kept", |e| {
+        e.put(Kind::String, b"v", Some(now_ms() + 60_000), 0)
+    })
+    .unwrap();
+    s.write(b"plain", |e| e.put(Kind::String, b"v", None, 0))
+        .unwrap();
     assert_eq!(get(&s, b"gone"), None);
     assert_eq!(get(&s, b"kept").as_deref(), Some(&b"v"[..]));
-    assert_eq!(s.len(), 3, "expired record stays until removed, like DBSIZE in Redis");
+    assert_eq!(
+        s.len(),
+        3,
+        "expired record stays until removed, like DBSIZE in Redis"
+    );
     assert_eq!(s.expire_round(), 1);
     assert_eq!(s.len(), 2);
     assert_eq!(s.stats().expired, 1);
@@ -92,7 +108,8 @@ fn deadlines_hide_and_expiry_removes() {
 #[test]
 fn set_expire_in_place_and_by_rebuild() {
     let s = store(0, true);
-    s.write(b"k", |e| e.put(Kind::String, b"value", None, 7)).unwrap();
+    s.write(b"k", |e| e.put(Kind::String, b"value", None, 7))
+        .unwrap();
     let cas0 = s.read(b"k", |i| i.unwrap().cas());
     let deadline = now_ms() + 10_000;
     assert!(s.write(b"k", |e| e.set_expire(Some(deadline))));
@@ -125,7 +142,9 @@ fn noeviction_refuses_writes_past_the_limit() {
     assert!(s.used_memory() <= 64 * 1024);
     // Deleting still works, and frees room.
     assert!(s.write(&0u32.to_le_bytes(), |e| e.remove()));
-    assert!(s.write(b"x", |e| e.put(Kind::String, &value, None, 0)).is_ok());
+    assert!(s
+        .write(b"x", |e| e.put(Kind::String, &value, None, 0))
+        .is_ok());
 }
 
 #[test]
@@ -133,28 +152,38 @@ fn eviction_keeps_memory_under_the_limit_and_prefers_unvisited() {
     let limit = 256 * 1024;
     let s = store(limit, true);
     let value = vec![1u8; 500];
-    s.write(b"hot", |e| e.put(Kind::String, &value, None, 0)).unwrap();
+    s.write(b"hot", |e| e.put(Kind::String, &value, None, 0))
+        .unwrap();
     for i in 0..5000u32 {
-        s.write(&i.to_le_bytes(), |e| e.put(Kind::String, &value, None, 0)).unwrap();
+        s.write(&i.to_le_bytes(), |e| e.put(Kind::String, &value, None, 0))
+            .unwrap();
         assert!(s.used_memory() <= limit, "used {} at {i}", s.used_memory());
         get(&s, b"hot");
     }
     assert!(s.stats().evicted > 4000);
-    assert!(get(&s, b"hot").is_some(), "a record read between sweeps keeps its second chance");
+    assert!(
+        get(&s, b"hot").is_some(),
+        "a record read between sweeps keeps its second chance"
+    );
 }
 
 #[test]
 fn value_larger_than_memory_is_refused_even_with_eviction() {
     let s = store(64 * 1024, true);
     let big = vec![0u8; 100 * 1024];
-    assert!(s.write(b"big", |e| e.put(Kind::String, &big, None, 0)).is_err());
+    assert!(s
+        .write(b"big", |e| e.put(Kind::String, &big, None, 0))
+        .is_err());
 }
 
 #[test]
 fn scan_returns_every_key_across_resizes() {
     let s = store(0, true);
     for i in 0..2000u32 {
-        s.write(format!("k{i}").as_bytes(), |e| e.put(Kind::String, b"v", None, 0)).unwrap();
+        s.write(format!("k{i}").as_bytes(), |e| {
+            e.put(Kind::String, b"v", None, 0)
+        })
+        .unwrap();
     }
     let mut seen = HashSet::new();
     let mut cursor = 0;
@@ -167,7 +196,10 @@ fn scan_returns_every_key_across_resizes() {
         // Grow the keyspace mid-iteration: the original keys must still all be returned.
         if step == 20 {
             for i in 2000..20_000u32 {
-                s.write(format!("k{i}").as_bytes(), |e| e.put(Kind::String, b"v", None, 0)).unwrap();
+                s.write(format!("k{i}").as_bytes(), |e| {
+                    e.put(Kind::String, b"v", None, 0)
+                })
+                .unwrap();
             }
         }
         if cursor == 0 {
@@ -183,7 +215,10 @@ fn scan_returns_every_key_across_resizes() {
 fn flush_empties_and_releases_memory() {
     let s = store(0, true);
     for i in 0..1000u32 {
-        s.write(&i.to_le_bytes(), |e| e.put(Kind::String, &[0u8; 100], None, 0)).unwrap();
+        s.write(&i.to_le_bytes(), |e| {
+            e.put(Kind::String, &[0u8; 100], None, 0)
+        })
+        .unwrap();
     }
     let before = s.used_memory();
     s.flush();
@@ -204,7 +239,11 @@ fn locked_shards_give_atomic_multi_key_updates() {
             for n in 1..=2000u32 {
                 let mut locked = s.lock_keys([&b"a"[..], b"b"]);
                 for k in [&b"a"[..], b"b"] {
-                    locked.write(k, |e| e.put(Kind::String, n.to_string().as_bytes(), None, 0)).unwrap();
+                    locked
+                        .write(k, |e| {
+                            e.put(Kind::String, n.to_string().as_bytes(), None, 0)
+                        })
+                        .unwrap();
                 }
             }
         })
@@ -220,7 +259,12 @@ fn locked_shards_give_atomic_multi_key_updates() {
 
 #[test]
 fn concurrent_readers_and_writers_keep_the_table_consistent() {
-    let s = Store::new(StoreConfig { shards: 4, maxmemory: 1 << 20, evict: true, background: true });
+    let s = Store::new(StoreConfig {
+        shards: 4,
+        maxmemory: 1 << 20,
+        evict: true,
+        background: true,
+    });
     let threads: Vec<_> = (0..4u32)
         .map(|t| {
             let s = s.clone();
@@ -228,7 +272,9 @@ fn concurrent_readers_and_writers_keep_the_table_consistent() {
                 for i in 0..20_000u32 {
                     let key = ((i * 7 + t) % 3000).to_le_bytes();
                     match i % 4 {
-                        0 => drop(s.write(&key, |e| e.put(Kind::String, &key, Some(now_ms() + 5), 0))),
+                        0 => drop(
+                            s.write(&key, |e| e.put(Kind::String, &key, Some(now_ms() + 5), 0)),
+                        ),
                         1 => drop(s.write(&key, |e| e.remove())),
                         _ => {
                             if let Some(v) = get(&s, &key) {

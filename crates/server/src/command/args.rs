@@ -26,7 +26,9 @@ impl<'a> Args<'a> {
     }
     /// Arguments from `from` on.
     pub fn tail(&self, from: usize) -> impl Iterator<Item = &'a [u8]> + '_ {
-        self.ranges[from.min(self.ranges.len())..].iter().map(|r| &self.buf[r.clone()])
+        self.ranges[from.min(self.ranges.len())..]
+            .iter()
+            .map(|r| &self.buf[r.clone()])
     }
 }
 

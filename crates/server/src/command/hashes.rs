@@ -20,7 +20,10 @@ fn wrong_args(ctx: &mut Ctx<'_, '_>) {
 
 /// Applies field updates; replies with the number of fields added (or OK for HMSET).
 fn set_fields(ctx: &mut Ctx<'_, '_>, only_if_new: bool) -> Option<i64> {
-    let updates: Vec<(&[u8], &[u8])> = (2..ctx.argc()).step_by(2).map(|i| (ctx.args.get(i), ctx.args.get(i + 1))).collect();
+    let updates: Vec<(&[u8], &[u8])> = (2..ctx.argc())
+        .step_by(2)
+        .map(|i| (ctx.args.get(i), ctx.args.get(i + 1)))
+        .collect();
     let key = ctx.arg(1);
     let out = &mut *ctx.out;
     ctx.db.write(key, |e| {
@@ -45,7 +48,7 @@ fn set_fields(ctx: &mut Ctx<'_, '_>, only_if_new: bool) -> Option<i64> {
 }
 
 pub fn hset(ctx: &mut Ctx<'_, '_>) {
-    if ctx.argc() % 2 != 0 {
+    if !ctx.argc().is_multiple_of(2) {
         return wrong_args(ctx);
     }
     if let Some(added) = set_fields(ctx, false) {
@@ -54,7 +57,7 @@ pub fn hset(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn hmset(ctx: &mut Ctx<'_, '_>) {
-    if ctx.argc() % 2 != 0 {
+    if !ctx.argc().is_multiple_of(2) {
         return wrong_args(ctx);
     }
     if set_fields(ctx, false).is_some() {
@@ -125,17 +128,23 @@ pub fn hvals(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn hlen(ctx: &mut Ctx<'_, '_>) {
-    with_hash(ctx, |h, out, _| resp::reply::integer(out, hash::len(h) as i64))
+    with_hash(ctx, |h, out, _| {
+        resp::reply::integer(out, hash::len(h) as i64)
+    })
 }
 
 pub fn hexists(ctx: &mut Ctx<'_, '_>) {
     let field = ctx.arg(2);
-    with_hash(ctx, |h, out, _| resp::reply::integer(out, i64::from(hash::get(h, field).is_some())))
+    with_hash(ctx, |h, out, _| {
+        resp::reply::integer(out, i64::from(hash::get(h, field).is_some()))
+    })
 }
 
 pub fn hstrlen(ctx: &mut Ctx<'_, '_>) {
     let field = ctx.arg(2);
-    with_hash(ctx, |h, out, _| resp::reply::integer(out, hash::get(h, field).map_or(0, |v| v.len() as i64)))
+    with_hash(ctx, |h, out, _| {
+        resp::reply::integer(out, hash::get(h, field).map_or(0, |v| v.len() as i64))
+    })
 }
 
 pub fn hdel(ctx: &mut Ctx<'_, '_>) {
@@ -143,7 +152,9 @@ pub fn hdel(ctx: &mut Ctx<'_, '_>) {
     let key = ctx.arg(1);
     let out = &mut *ctx.out;
     ctx.db.write(key, |e| {
-        let Ok(old) = hash_value(e.item()) else { return resp::reply::error(out, WRONGTYPE) };
+        let Ok(old) = hash_value(e.item()) else {
+            return resp::reply::error(out, WRONGTYPE);
+        };
         let mut encoded = Vec::with_capacity(old.len());
         let removed = hash::delete(old, &fields, &mut encoded);
         if removed > 0 {
@@ -172,7 +183,9 @@ fn incr_field<T>(
     let (key, field) = (ctx.arg(1), ctx.arg(2));
     let out = &mut *ctx.out;
     ctx.db.write(key, |e| {
-        let Ok(old) = hash_value(e.item()) else { return resp::reply::error(out, WRONGTYPE) };
+        let Ok(old) = hash_value(e.item()) else {
+            return resp::reply::error(out, WRONGTYPE);
+        };
         let current = match hash::get(old, field) {
             None => T::default(),
             Some(v) => match parse(v) {
@@ -209,7 +222,9 @@ pub fn hincrby(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>) {
-    let Some(delta) = parse_f64(ctx.arg(3)) else { return ctx.err(super::NOT_FLOAT) };
+    let Some(delta) = parse_f64(ctx.arg(3)) else {
+        return ctx.err(super::NOT_FLOAT);
+    };
     incr_field(
         ctx,
         parse_f64,
@@ -223,6 +238,6 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>) {
             resp::reply::format_double(next, &mut text);
             Ok(text)
         },
-        |out, text| resp::reply::bulk(out, text),
+        resp::reply::bulk,
     )
 }

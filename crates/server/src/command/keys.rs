@@ -39,7 +39,10 @@ fn expire_generic(ctx: &mut Ctx<'_, '_>, unit_ms: i64, absolute: bool) {
             b"gt" => gt = true,
             b"lt" => lt = true,
             _ => {
-                let msg = format!("ERR Unsupported option {}", String::from_utf8_lossy(ctx.arg(i)));
+                let msg = format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(ctx.arg(i))
+                );
                 return ctx.err(msg.as_bytes());
             }
         }
@@ -91,7 +94,9 @@ pub fn pexpireat(ctx: &mut Ctx<'_, '_>) {
 
 /// TTL-style replies: -2 no key, -1 no deadline, else `f(deadline_ms)`.
 fn ttl_generic(ctx: &mut Ctx<'_, '_>, f: impl FnOnce(u64) -> i64) {
-    let state = ctx.db.read(ctx.args.get(1), |item| item.map(|i| i.expire_at()));
+    let state = ctx
+        .db
+        .read(ctx.args.get(1), |item| item.map(|i| i.expire_at()));
     ctx.int(match state {
         None => -2,
         Some(None) => -1,
@@ -113,7 +118,9 @@ pub fn pexpiretime(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn persist(ctx: &mut Ctx<'_, '_>) {
-    let changed = ctx.db.write(ctx.args.get(1), |e| e.item().is_some_and(|i| i.expire_at().is_some()) && e.set_expire(None));
+    let changed = ctx.db.write(ctx.args.get(1), |e| {
+        e.item().is_some_and(|i| i.expire_at().is_some()) && e.set_expire(None)
+    });
     ctx.int(i64::from(changed))
 }
 
@@ -125,7 +132,10 @@ fn kind_name(kind: Kind) -> &'static [u8] {
 }
 
 pub fn scan(ctx: &mut Ctx<'_, '_>) {
-    let Some(cursor) = std::str::from_utf8(ctx.arg(1)).ok().and_then(|s| s.parse::<u64>().ok()) else {
+    let Some(cursor) = std::str::from_utf8(ctx.arg(1))
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
         return ctx.err(b"ERR invalid cursor");
     };
     let (mut pattern, mut count, mut kind) = (None, 10usize, None);
@@ -190,7 +200,10 @@ pub fn dbsize(ctx: &mut Ctx<'_, '_>) {
 pub fn flushall(ctx: &mut Ctx<'_, '_>) {
     match ctx.argc() {
         1 => {}
-        2 if matches!(ctx.arg(1).to_ascii_lowercase().as_slice(), b"async" | b"sync") => {}
+        2 if matches!(
+            ctx.arg(1).to_ascii_lowercase().as_slice(),
+            b"async" | b"sync"
+        ) => {}
         _ => return ctx.err(SYNTAX),
     }
     // Flushed records are always freed on the reaper thread, so SYNC and ASYNC both return at once.

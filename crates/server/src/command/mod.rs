@@ -11,8 +11,8 @@ mod keys;
 pub mod ops;
 mod server;
 mod strings;
-pub mod txn;
 mod table;
+pub mod txn;
 
 use std::sync::Arc;
 
@@ -78,16 +78,34 @@ impl Conn {
 
 /// Runs one command outside a transaction. A command with several keys locks their shards
 /// together so that it is atomic like in Redis (MSET, MSETNX, DEL k1 k2, MGET).
-pub fn execute(command: &Command, args: Args<'_>, shared: &Shared, conn: &mut Conn, out: &mut Vec<u8>) {
+pub fn execute(
+    command: &Command,
+    args: Args<'_>,
+    shared: &Shared,
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+) {
     let store = &*shared.store;
     let mut keys = command.key_positions(args.len());
     let multi_key = keys.nth(1).is_some() && !command.has(flags::NOQUEUE);
     if multi_key {
         let mut locked = store.lock_keys(command.key_positions(args.len()).map(|i| args.get(i)));
-        let mut ctx = Ctx { args, db: Db::Locked(&mut locked), out, shared, conn };
+        let mut ctx = Ctx {
+            args,
+            db: Db::Locked(&mut locked),
+            out,
+            shared,
+            conn,
+        };
         (command.handler)(&mut ctx);
     } else {
-        let mut ctx = Ctx { args, db: Db::Shared(store), out, shared, conn };
+        let mut ctx = Ctx {
+            args,
+            db: Db::Shared(store),
+            out,
+            shared,
+            conn,
+        };
         (command.handler)(&mut ctx);
     }
 }
@@ -192,7 +210,11 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 
 /// Parses a float the way Redis's string2ld does for INCRBYFLOAT: no spaces, finite.
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
-    if s.is_empty() || s.len() > 5000 || s[0].is_ascii_whitespace() || s[s.len() - 1].is_ascii_whitespace() {
+    if s.is_empty()
+        || s.len() > 5000
+        || s[0].is_ascii_whitespace()
+        || s[s.len() - 1].is_ascii_whitespace()
+    {
         return None;
     }
     let text = std::str::from_utf8(s).ok()?;
@@ -223,7 +245,17 @@ mod tests {
         assert_eq!(parse_i64(b"-12"), Some(-12));
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [&b""[..], b"+1", b" 1", b"1 ", b"01", b"-0", b"9223372036854775808", b"1e3", b"-"] {
+        for bad in [
+            &b""[..],
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"01",
+            b"-0",
+            b"9223372036854775808",
+            b"1e3",
+            b"-",
+        ] {
             assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }

@@ -45,7 +45,9 @@ pub fn select(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn time(ctx: &mut Ctx<'_, '_>) {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     ctx.array(2);
     ctx.bulk(now.as_secs().to_string().as_bytes());
     ctx.bulk(now.subsec_micros().to_string().as_bytes());
@@ -102,7 +104,10 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
                 i += 2;
             }
             _ => {
-                let msg = format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(ctx.arg(i)));
+                let msg = format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(ctx.arg(i))
+                );
                 return ctx.err(msg.as_bytes());
             }
         }
@@ -114,7 +119,10 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
         *ctx.conn.client.name.lock() = Some(name.to_vec());
     }
     ctx.conn.version = version;
-    ctx.conn.client.resp_version.store(if version == Version::Resp3 { 3 } else { 2 }, Relaxed);
+    ctx.conn
+        .client
+        .resp_version
+        .store(if version == Version::Resp3 { 3 } else { 2 }, Relaxed);
     ctx.map(7);
     ctx.bulk(b"server");
     ctx.bulk(b"redis");
@@ -147,13 +155,20 @@ fn human(bytes: u64) -> String {
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
         .map_or(0, |pages| pages * 4096)
 }
 
 pub fn info(ctx: &mut Ctx<'_, '_>) {
     let wanted: Vec<String> = ctx.args.tail(1).map(super::lower).collect();
-    let all = wanted.is_empty() || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+    let all = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "all" || w == "everything" || w == "default");
     let show = |s: &str| all || wanted.iter().any(|w| w == s);
     let shared = ctx.shared;
     let cfg = &shared.config;
@@ -187,7 +202,11 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
     if show("memory") {
         let rss = rss_bytes();
         let max = shared.store.maxmemory();
-        let policy = if shared.store.evicts() { MaxmemoryPolicy::Evict } else { MaxmemoryPolicy::NoEviction };
+        let policy = if shared.store.evicts() {
+            MaxmemoryPolicy::Evict
+        } else {
+            MaxmemoryPolicy::NoEviction
+        };
         let _ = write!(
             text,
             "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:mimalloc\r\n\r\n",
@@ -218,7 +237,11 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
     if show("keyspace") {
         text.push_str("# Keyspace\r\n");
         if stats.keys > 0 {
-            let _ = write!(text, "db0:keys={},expires={},avg_ttl=0\r\n", stats.keys, stats.keys_with_expiry);
+            let _ = write!(
+                text,
+                "db0:keys={},expires={},avg_ttl=0\r\n",
+                stats.keys, stats.keys_with_expiry
+            );
         }
         text.push_str("\r\n");
     }
@@ -232,24 +255,49 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
 fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
     let cfg = &ctx.shared.config;
     let s = &ctx.shared.settings;
-    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let path = |p: &Option<std::path::PathBuf>| {
+        p.as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
     vec![
         ("bind", cfg.bind.clone()),
         ("port", cfg.port.to_string()),
         ("unixsocket", path(&cfg.unixsocket)),
-        ("unixsocketperm", cfg.unixsocketperm.map(|p| format!("{p:o}")).unwrap_or_else(|| "0".into())),
+        (
+            "unixsocketperm",
+            cfg.unixsocketperm
+                .map(|p| format!("{p:o}"))
+                .unwrap_or_else(|| "0".into()),
+        ),
         ("memcache-port", cfg.memcache_port.to_string()),
         ("memcache-unixsocket", path(&cfg.memcache_unixsocket)),
         ("threads", cfg.threads.to_string()),
         ("io-model", cfg.io_model.name().to_string()),
         ("workers", cfg.workers.to_string()),
         ("maxmemory", ctx.shared.store.maxmemory().to_string()),
-        ("maxmemory-policy", if ctx.shared.store.evicts() { "evict" } else { "noeviction" }.to_string()),
+        (
+            "maxmemory-policy",
+            if ctx.shared.store.evicts() {
+                "evict"
+            } else {
+                "noeviction"
+            }
+            .to_string(),
+        ),
         ("maxclients", s.maxclients.load(Relaxed).to_string()),
-        ("requirepass", s.requirepass().map(|p| String::from_utf8_lossy(&p).into_owned()).unwrap_or_default()),
+        (
+            "requirepass",
+            s.requirepass()
+                .map(|p| String::from_utf8_lossy(&p).into_owned())
+                .unwrap_or_default(),
+        ),
         ("loglevel", cfg.loglevel.clone()),
         ("max-value-size", s.max_value_size.load(Relaxed).to_string()),
-        ("client-output-limit", s.client_output_limit.load(Relaxed).to_string()),
+        (
+            "client-output-limit",
+            s.client_output_limit.load(Relaxed).to_string(),
+        ),
         ("databases", "1".into()),
         ("save", String::new()),
         ("appendonly", "no".into()),
@@ -262,15 +310,30 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
     match name {
         "maxmemory" => shared.store.set_maxmemory(parse_size(text)?),
         "maxmemory-policy" => match text.to_ascii_lowercase().as_str() {
-            "evict" | "allkeys-lru" | "allkeys-lfu" | "allkeys-random" => shared.store.set_evict(true),
+            "evict" | "allkeys-lru" | "allkeys-lfu" | "allkeys-random" => {
+                shared.store.set_evict(true)
+            }
             "noeviction" => shared.store.set_evict(false),
             _ => return Err(format!("invalid policy '{text}'")),
         },
-        "maxclients" => shared.settings.maxclients.store(text.parse().map_err(|_| "not a number")?, Relaxed),
+        "maxclients" => shared
+            .settings
+            .maxclients
+            .store(text.parse().map_err(|_| "not a number")?, Relaxed),
         "requirepass" => shared.settings.set_requirepass(Some(value)),
-        "client-output-limit" => shared.settings.client_output_limit.store(parse_size(text)?, Relaxed),
-        "max-value-size" => shared.settings.max_value_size.store(parse_size(text)? as usize, Relaxed),
-        _ => return Err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")),
+        "client-output-limit" => shared
+            .settings
+            .client_output_limit
+            .store(parse_size(text)?, Relaxed),
+        "max-value-size" => shared
+            .settings
+            .max_value_size
+            .store(parse_size(text)? as usize, Relaxed),
+        _ => {
+            return Err(format!(
+                "Unknown option or number of arguments for CONFIG SET - '{name}'"
+            ))
+        }
     }
     Ok(())
 }
@@ -280,21 +343,26 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
         "get" if ctx.argc() >= 3 => {
             let values = config_values(ctx);
             let patterns: Vec<Vec<u8>> = ctx.args.tail(2).map(|p| p.to_ascii_lowercase()).collect();
-            let matched: Vec<_> = values.iter().filter(|(n, _)| patterns.iter().any(|p| glob::matches(p, n.as_bytes()))).collect();
+            let matched: Vec<_> = values
+                .iter()
+                .filter(|(n, _)| patterns.iter().any(|p| glob::matches(p, n.as_bytes())))
+                .collect();
             ctx.map(matched.len());
             for (name, value) in matched {
                 ctx.bulk(name.as_bytes());
                 ctx.bulk(value.as_bytes());
             }
         }
-        "set" if ctx.argc() >= 4 && ctx.argc() % 2 == 0 => {
+        "set" if ctx.argc() >= 4 && ctx.argc().is_multiple_of(2) => {
             for i in (2..ctx.argc()).step_by(2) {
                 let name = super::lower(ctx.args.get(i));
                 if let Err(why) = config_set(ctx, &name, ctx.args.get(i + 1)) {
                     let msg = if why.starts_with("Unknown option") {
                         format!("ERR {why}")
                     } else {
-                        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+                        format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                        )
                     };
                     return ctx.err(msg.as_bytes());
                 }
@@ -303,7 +371,11 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
         }
         "resetstat" if ctx.argc() == 2 => {
             let s = &ctx.shared.stats;
-            for counter in [&s.total_commands_processed, &s.total_connections_received, &s.rejected_connections] {
+            for counter in [
+                &s.total_commands_processed,
+                &s.total_connections_received,
+                &s.rejected_connections,
+            ] {
                 counter.store(0, Relaxed);
             }
             ctx.ok()
@@ -334,7 +406,9 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
         "setname" if ctx.argc() == 3 => {
             let name = ctx.args.get(2);
             if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                return ctx.err(b"ERR Client names cannot contain spaces, newlines or special characters.");
+                return ctx.err(
+                    b"ERR Client names cannot contain spaces, newlines or special characters.",
+                );
             }
             *me.name.lock() = (!name.is_empty()).then(|| name.to_vec());
             ctx.ok()
@@ -359,7 +433,7 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
                 ctx.err(b"ERR No such client")
             }
         }
-        "kill" if ctx.argc() >= 4 && ctx.argc() % 2 == 0 => client_kill(ctx, me.id),
+        "kill" if ctx.argc() >= 4 && ctx.argc().is_multiple_of(2) => client_kill(ctx, me.id),
         "setinfo" | "no-evict" | "no-touch" | "reply" if ctx.argc() >= 3 => ctx.ok(),
         "id" | "getname" | "setname" | "info" | "kill" | "setinfo" => wrong_args_sub(ctx, "client"),
         _ => unknown_subcommand(ctx, "CLIENT"),
@@ -367,8 +441,15 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
 }
 
 fn client_kill(ctx: &mut Ctx<'_, '_>, my_id: u64) {
-    let texts: Vec<String> = ctx.args.tail(2).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-    let mut filter = KillFilter { skip_id: Some(my_id), ..KillFilter::default() };
+    let texts: Vec<String> = ctx
+        .args
+        .tail(2)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let mut filter = KillFilter {
+        skip_id: Some(my_id),
+        ..KillFilter::default()
+    };
     for pair in texts.chunks(2) {
         let value = pair[1].as_str();
         match pair[0].to_ascii_lowercase().as_str() {
@@ -403,7 +484,11 @@ fn command_info(ctx: &mut Ctx<'_, '_>, c: &super::Command) {
     ctx.array(10);
     ctx.bulk(c.name.as_bytes());
     ctx.int(c.arity as i64);
-    let set: Vec<&[u8]> = names.iter().filter(|(f, _)| c.has(*f)).map(|(_, n)| *n).collect();
+    let set: Vec<&[u8]> = names
+        .iter()
+        .filter(|(f, _)| c.has(*f))
+        .map(|(_, n)| *n)
+        .collect();
     ctx.set(set.len());
     for n in set {
         ctx.simple(n);
@@ -418,7 +503,11 @@ fn command_info(ctx: &mut Ctx<'_, '_>, c: &super::Command) {
 }
 
 pub fn command(ctx: &mut Ctx<'_, '_>) {
-    let sub = if ctx.argc() > 1 { super::lower(ctx.arg(1)) } else { String::new() };
+    let sub = if ctx.argc() > 1 {
+        super::lower(ctx.arg(1))
+    } else {
+        String::new()
+    };
     match sub.as_str() {
         "" => {
             ctx.array(COMMANDS.len());
@@ -435,8 +524,11 @@ pub fn command(ctx: &mut Ctx<'_, '_>) {
         }
         "info" => {
             let all = ctx.argc() == 2;
-            let wanted: Vec<Option<&'static super::Command>> =
-                if all { COMMANDS.iter().map(Some).collect() } else { ctx.args.tail(2).map(super::lookup).collect() };
+            let wanted: Vec<Option<&'static super::Command>> = if all {
+                COMMANDS.iter().map(Some).collect()
+            } else {
+                ctx.args.tail(2).map(super::lookup).collect()
+            };
             ctx.array(wanted.len());
             for c in wanted {
                 match c {
@@ -446,8 +538,11 @@ pub fn command(ctx: &mut Ctx<'_, '_>) {
             }
         }
         "docs" => {
-            let wanted: Vec<&'static super::Command> =
-                if ctx.argc() == 2 { COMMANDS.iter().collect() } else { ctx.args.tail(2).filter_map(super::lookup).collect() };
+            let wanted: Vec<&'static super::Command> = if ctx.argc() == 2 {
+                COMMANDS.iter().collect()
+            } else {
+                ctx.args.tail(2).filter_map(super::lookup).collect()
+            };
             ctx.map(wanted.len());
             for c in wanted {
                 ctx.bulk(c.name.as_bytes());
@@ -463,4 +558,3 @@ pub fn command(ctx: &mut Ctx<'_, '_>) {
         _ => unknown_subcommand(ctx, "COMMAND"),
     }
 }
-

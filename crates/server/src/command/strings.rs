@@ -8,7 +8,10 @@ use super::{parse_f64, parse_i64, Ctx, NOT_FLOAT, NOT_INTEGER, OOM, SYNTAX, WRON
 const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (max-value-size)";
 
 fn max_value_size(ctx: &Ctx<'_, '_>) -> usize {
-    ctx.shared.settings.max_value_size.load(std::sync::atomic::Ordering::Relaxed)
+    ctx.shared
+        .settings
+        .max_value_size
+        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 pub fn get(ctx: &mut Ctx<'_, '_>) {
@@ -67,7 +70,9 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
             b"keepttl" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Keep,
             b"ex" | b"px" | b"exat" | b"pxat" if matches!(expire, ExpireOpt::None) && has_next => {
                 let value = ctx.arg(i + 1);
-                let Some(d) = parse_expire(ctx, &opt, value, "set") else { return };
+                let Some(d) = parse_expire(ctx, &opt, value, "set") else {
+                    return;
+                };
                 expire = ExpireOpt::At(d);
                 i += 1;
             }
@@ -82,13 +87,19 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
     };
     let key = ctx.arg(1);
     let value = ctx.arg(2);
-    let args = StoreArgs { value, cond, ttl, flags: 0, cas: None };
+    let args = StoreArgs {
+        value,
+        cond,
+        ttl,
+        flags: 0,
+        cas: None,
+    };
     let out = &mut *ctx.out;
     let version = ctx.conn.version;
     ctx.db.write(key, |e| {
         if get_old {
             match ops::string_value(e.item()) {
-                Err(_) => return resp::reply::error(out, WRONGTYPE),
+                Err(_) => resp::reply::error(out, WRONGTYPE),
                 Ok(old) => {
                     let old = old.map(|v| v.to_vec());
                     if ops::store(e, &args) == StoreOutcome::OutOfMemory {
@@ -110,8 +121,20 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
     })
 }
 
-fn store_simple(ctx: &mut Ctx<'_, '_>, key: &[u8], value: &[u8], cond: Cond, deadline: Option<u64>) -> StoreOutcome {
-    let args = StoreArgs { value, cond, ttl: Ttl::Set(deadline), flags: 0, cas: None };
+fn store_simple(
+    ctx: &mut Ctx<'_, '_>,
+    key: &[u8],
+    value: &[u8],
+    cond: Cond,
+    deadline: Option<u64>,
+) -> StoreOutcome {
+    let args = StoreArgs {
+        value,
+        cond,
+        ttl: Ttl::Set(deadline),
+        flags: 0,
+        cas: None,
+    };
     ctx.db.write(key, |e| ops::store(e, &args))
 }
 
@@ -124,7 +147,9 @@ pub fn setnx(ctx: &mut Ctx<'_, '_>) {
 }
 
 fn setex_with(ctx: &mut Ctx<'_, '_>, unit: &[u8], name: &str) {
-    let Some(d) = parse_expire(ctx, unit, ctx.arg(2), name) else { return };
+    let Some(d) = parse_expire(ctx, unit, ctx.arg(2), name) else {
+        return;
+    };
     match store_simple(ctx, ctx.arg(1), ctx.arg(3), Cond::Always, Some(d)) {
         StoreOutcome::OutOfMemory => ctx.err(OOM),
         _ => ctx.ok(),
@@ -148,7 +173,13 @@ pub fn getset(ctx: &mut Ctx<'_, '_>) {
             Err(_) => return resp::reply::error(out, WRONGTYPE),
             Ok(old) => old.map(|v| v.to_vec()),
         };
-        let args = StoreArgs { value, cond: Cond::Always, ttl: Ttl::Set(None), flags: 0, cas: None };
+        let args = StoreArgs {
+            value,
+            cond: Cond::Always,
+            ttl: Ttl::Set(None),
+            flags: 0,
+            cas: None,
+        };
         if ops::store(e, &args) == StoreOutcome::OutOfMemory {
             return resp::reply::error(out, OOM);
         }
@@ -180,9 +211,13 @@ pub fn getex(ctx: &mut Ctx<'_, '_>) {
         let opt = ctx.arg(i).to_ascii_lowercase();
         match opt.as_slice() {
             b"persist" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Persist,
-            b"ex" | b"px" | b"exat" | b"pxat" if matches!(expire, ExpireOpt::None) && i + 1 < ctx.argc() => {
+            b"ex" | b"px" | b"exat" | b"pxat"
+                if matches!(expire, ExpireOpt::None) && i + 1 < ctx.argc() =>
+            {
                 let value = ctx.arg(i + 1);
-                let Some(d) = parse_expire(ctx, &opt, value, "getex") else { return };
+                let Some(d) = parse_expire(ctx, &opt, value, "getex") else {
+                    return;
+                };
                 expire = ExpireOpt::At(d);
                 i += 1;
             }
@@ -223,7 +258,7 @@ pub fn mget(ctx: &mut Ctx<'_, '_>) {
 }
 
 fn mset_with(ctx: &mut Ctx<'_, '_>, only_if_none: bool) -> Option<bool> {
-    if ctx.argc() % 2 == 0 {
+    if ctx.argc().is_multiple_of(2) {
         let name = super::lower(ctx.arg(0));
         ctx.err(format!("ERR wrong number of arguments for '{name}' command").as_bytes());
         return None;
@@ -236,7 +271,13 @@ fn mset_with(ctx: &mut Ctx<'_, '_>, only_if_none: bool) -> Option<bool> {
         }
     }
     for i in (1..ctx.argc()).step_by(2) {
-        if let StoreOutcome::OutOfMemory = store_simple(ctx, ctx.args.get(i), ctx.args.get(i + 1), Cond::Always, None) {
+        if let StoreOutcome::OutOfMemory = store_simple(
+            ctx,
+            ctx.args.get(i),
+            ctx.args.get(i + 1),
+            Cond::Always,
+            None,
+        ) {
             ctx.err(OOM);
             return None;
         }
@@ -302,7 +343,9 @@ pub fn decrby(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn incrbyfloat(ctx: &mut Ctx<'_, '_>) {
-    let Some(delta) = parse_f64(ctx.arg(2)) else { return ctx.err(NOT_FLOAT) };
+    let Some(delta) = parse_f64(ctx.arg(2)) else {
+        return ctx.err(NOT_FLOAT);
+    };
     let key = ctx.arg(1);
     let out = &mut *ctx.out;
     ctx.db.write(key, |e| {
@@ -374,8 +417,16 @@ pub fn getrange(ctx: &mut Ctx<'_, '_>) {
         if len == 0 || (start < 0 && end < 0 && start > end) {
             return resp::reply::bulk(out, b"");
         }
-        let start = if start < 0 { (len + start).max(0) } else { start };
-        let end = if end < 0 { (len + end).max(0) } else { end.min(len - 1) };
+        let start = if start < 0 {
+            (len + start).max(0)
+        } else {
+            start
+        };
+        let end = if end < 0 {
+            (len + end).max(0)
+        } else {
+            end.min(len - 1)
+        };
         if start > end || start >= len {
             resp::reply::bulk(out, b"")
         } else {

@@ -45,7 +45,9 @@ pub fn unwatch(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn exec(ctx: &mut Ctx<'_, '_>) {
-    let Some(queue) = ctx.conn.multi.take() else { return ctx.err(b"ERR EXEC without MULTI") };
+    let Some(queue) = ctx.conn.multi.take() else {
+        return ctx.err(b"ERR EXEC without MULTI");
+    };
     let watched = std::mem::take(&mut ctx.conn.watched);
     if std::mem::take(&mut ctx.conn.multi_dirty) {
         return ctx.err(b"EXECABORT Transaction discarded because of previous errors.");
@@ -66,6 +68,12 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
 fn run_queued<'s>(ctx: &mut Ctx<'_, 's>, queued: &OwnedArgs, locked: &mut store::Locked<'s>) {
     let args = queued.args();
     let command = lookup(args.get(0)).expect("queued commands were looked up when queued");
-    let mut sub = Ctx { args, db: Db::Locked(locked), out: &mut *ctx.out, shared: ctx.shared, conn: &mut *ctx.conn };
+    let mut sub = Ctx {
+        args,
+        db: Db::Locked(locked),
+        out: &mut *ctx.out,
+        shared: ctx.shared,
+        conn: &mut *ctx.conn,
+    };
     (command.handler)(&mut sub);
 }
