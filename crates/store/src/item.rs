@@ -4,7 +4,8 @@
 //! is variable length so that a 16-byte key with a 32-byte value fits a 64-byte allocation:
 //!
 //! ```text
-//! meta:u8 visited:u8 klen:varint vlen:varint [expire_ms:u64] [flags:u32] cas:u64 key value
+//! meta:u8 visited:u8 klen:varint vlen:varint [expire_ms:u64] [flags:u32] [ntags:u8 (type:u32 value:i64)*]
+//! cas:u64 key value
 //! ```
 //! `expire_ms` is present only when the record was written with a deadline (0 then means "none"
 //! after a PERSIST, so a deadline can be changed in place); `flags` (memcached's client flags)
@@ -15,6 +16,8 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::tags::Tag;
 
 /// What a record holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +33,8 @@ const HAS_FLAGS: u8 = 0b1000;
 pub(crate) const STALE: u8 = 0b1_0000;
 /// memcached meta protocol: a client was already told it won the right to recache.
 pub(crate) const WIN_SENT: u8 = 0b10_0000;
+const HAS_TAGS: u8 = 0b100_0000;
+const TAG_BYTES: usize = 12;
 
 /// Owning thin pointer to a record's allocation. Freed by `ItemPtr::free`, never implicitly:
 /// the table owns its records and decides when (and on which thread) they are freed.
@@ -40,7 +45,8 @@ pub(crate) struct ItemPtr(NonNull<u8>);
 unsafe impl Send for ItemPtr {}
 
 /// Everything needed to lay a new record out.
-pub(crate) struct Header {
+pub(crate) struct Header<'t> {
+    pub tags: &'t [Tag],
     pub kind: Kind,
     pub key_len: usize,
     pub value_len: usize,
@@ -85,12 +91,13 @@ unsafe fn get_varint(p: *const u8) -> (usize, usize) {
     }
 }
 
-impl Header {
+impl Header<'_> {
     fn header_len(&self) -> usize {
         2 + varint_len(self.key_len)
             + varint_len(self.value_len)
             + if self.expire_at.is_some() { 8 } else { 0 }
             + if self.flags != 0 { 4 } else { 0 }
+            + if self.tags.is_empty() { 0 } else { 1 + TAG_BYTES * self.tags.len() }
             + 8
     }
 
@@ -107,6 +114,7 @@ struct Offsets {
     value_len: usize,
     expire: Option<usize>,
     flags: Option<usize>,
+    tags: Option<usize>,
     cas: usize,
     key: usize,
 }
@@ -133,6 +141,9 @@ impl ItemPtr {
             if header.flags != 0 {
                 meta |= HAS_FLAGS;
             }
+            if !header.tags.is_empty() {
+                meta |= HAS_TAGS;
+            }
             buf[0] = meta;
             buf[1] = 0;
             let mut at = 2;
@@ -145,6 +156,15 @@ impl ItemPtr {
             if header.flags != 0 {
                 buf[at..at + 4].copy_from_slice(&header.flags.to_le_bytes());
                 at += 4;
+            }
+            if !header.tags.is_empty() {
+                buf[at] = u8::try_from(header.tags.len()).expect("at most 255 tags per record");
+                at += 1;
+                for tag in header.tags {
+                    buf[at..at + 4].copy_from_slice(&tag.ty.to_le_bytes());
+                    buf[at + 4..at + 12].copy_from_slice(&tag.value.to_le_bytes());
+                    at += TAG_BYTES;
+                }
             }
             buf[at..at + 8].copy_from_slice(&header.cas.to_le_bytes());
             at += 8;
@@ -183,12 +203,20 @@ impl ItemPtr {
             } else {
                 None
             };
+            let tags = if meta & HAS_TAGS != 0 {
+                let start = at;
+                at += 1 + TAG_BYTES * *p.add(at) as usize;
+                Some(start)
+            } else {
+                None
+            };
             Offsets {
                 meta,
                 key_len,
                 value_len,
                 expire,
                 flags,
+                tags,
                 cas: at,
                 key: at + 8,
             }
@@ -282,6 +310,32 @@ impl ItemPtr {
         u64::from_le(self.read_u64(self.offsets().cas))
     }
 
+    pub fn has_tags(self) -> bool {
+        // SAFETY: meta byte is the first byte of a live record.
+        unsafe { *self.0.as_ptr() & HAS_TAGS != 0 }
+    }
+
+    /// The record's tags, in the order they were written.
+    pub fn tags<'a>(self) -> impl ExactSizeIterator<Item = Tag> + 'a {
+        let (start, count) = match self.offsets().tags {
+            // SAFETY: the count byte lies inside the record.
+            Some(at) => (at + 1, unsafe { *self.0.as_ptr().add(at) } as usize),
+            None => (0, 0),
+        };
+        let base = self.0.as_ptr() as usize;
+        (0..count).map(move |i| {
+            let p = (base + start + i * TAG_BYTES) as *const u8;
+            // SAFETY: each tag's 12 bytes lie inside the record, which outlives the iterator
+            // because callers hold the shard lock for 'a.
+            unsafe {
+                Tag {
+                    ty: u32::from_le(std::ptr::read_unaligned(p as *const u32)),
+                    value: i64::from_le(std::ptr::read_unaligned(p.add(4) as *const i64)),
+                }
+            }
+        })
+    }
+
     pub fn set_cas(self, cas: u64) {
         self.write_u64(self.offsets().cas, cas)
     }
@@ -313,10 +367,11 @@ impl ItemPtr {
         o.key + o.key_len + o.value_len
     }
 
-    /// Header of a copy of this record, with the given changes applied by the caller.
-    pub fn header(self) -> Header {
+    /// Header of a copy of this record (tags excepted), for the caller to change.
+    pub fn header(self) -> Header<'static> {
         let o = self.offsets();
         Header {
+            tags: &[],
             kind: self.kind(),
             key_len: o.key_len,
             value_len: o.value_len,
@@ -376,6 +431,10 @@ impl<'a> Item<'a> {
     pub fn was_hit(&self) -> bool {
         self.ptr.visited()
     }
+    /// The record's tags.
+    pub fn tags(&self) -> impl ExactSizeIterator<Item = Tag> + 'a {
+        self.ptr.tags()
+    }
     /// Unique version of this record: changes on every write, used by memcached CAS and WATCH.
     pub fn cas(&self) -> u64 {
         self.ptr.cas()
@@ -388,6 +447,7 @@ mod tests {
 
     fn make(key: &[u8], value: &[u8], expire: Option<u64>, flags: u32) -> ItemPtr {
         let h = Header {
+            tags: &[],
             kind: Kind::String,
             key_len: key.len(),
             value_len: value.len(),
@@ -425,6 +485,18 @@ mod tests {
         p.set_cas(9);
         assert_eq!(p.cas(), 9);
         assert_eq!(p.value(), &value[..]);
+        unsafe { p.free() };
+    }
+
+    #[test]
+    fn tags_round_trip_beside_other_fields() {
+        let tags = [Tag { ty: 1, value: -5 }, Tag { ty: 7, value: i64::MAX }];
+        let h = Header { tags: &tags, kind: Kind::String, key_len: 3, value_len: 2, expire_at: Some(9), flags: 4, cas: 11 };
+        let p = ItemPtr::new(&h, b"key");
+        unsafe { p.value_mut().copy_from_slice(b"vv") };
+        assert!(p.has_tags());
+        assert_eq!(p.tags().collect::<Vec<_>>(), tags);
+        assert_eq!((p.key(), p.value(), p.expire_at(), p.flags(), p.cas()), (&b"key"[..], &b"vv"[..], Some(9), 4, 11));
         unsafe { p.free() };
     }
 

@@ -14,6 +14,7 @@ mod item;
 mod scan;
 mod shard;
 mod table;
+pub mod tags;
 #[cfg(test)]
 mod tests;
 
@@ -25,11 +26,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 pub use item::{Item, Kind};
-pub use shard::{Entry, OutOfMemory};
+pub use shard::{Entry, OutOfMemory, TagWrite};
+pub use tags::{Op, Predicate, Query, Tag};
 
 use item::ItemPtr;
 use shard::Shard;
 use table::{KeyHash, Probe, Table};
+use tags::TagIndex;
 
 /// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
 pub fn now_ms() -> u64 {
@@ -64,6 +67,7 @@ impl Default for StoreConfig {
 /// Memory that is no longer reachable, freed on the reaper thread.
 pub(crate) enum Garbage {
     Item(ItemPtr),
+    Items(Vec<ItemPtr>),
     /// Held only so that its records are freed when the reaper drops it.
     #[allow(dead_code)]
     Table(Table),
@@ -71,9 +75,11 @@ pub(crate) enum Garbage {
 
 impl Drop for Garbage {
     fn drop(&mut self) {
-        if let Garbage::Item(item) = self {
-            // SAFETY: garbage items were removed from their table before being sent here.
-            unsafe { item.free() };
+        // SAFETY: garbage items were removed from their table before being sent here.
+        match self {
+            Garbage::Item(item) => unsafe { item.free() },
+            Garbage::Items(items) => items.drain(..).for_each(|item| unsafe { item.free() }),
+            Garbage::Table(_) => {}
         }
     }
 }
@@ -110,6 +116,7 @@ pub struct Store {
     evict: AtomicBool,
     evict_cursor: AtomicUsize,
     reaper: Sender<Garbage>,
+    pub(crate) tags: TagIndex,
 }
 
 impl Store {
@@ -117,8 +124,8 @@ impl Store {
         let count = config.shards.max(1).next_power_of_two();
         let (reaper, garbage) = std::sync::mpsc::channel();
         let shards: Box<[ShardCell]> = (0..count)
-            .map(|_| ShardCell {
-                lock: RwLock::new(Shard::new()),
+            .map(|index| ShardCell {
+                lock: RwLock::new(Shard::new(index)),
                 hits: AtomicU64::new(0),
                 misses: AtomicU64::new(0),
                 expired: AtomicU64::new(0),
@@ -135,6 +142,7 @@ impl Store {
             evict: AtomicBool::new(config.evict),
             evict_cursor: AtomicUsize::new(0),
             reaper,
+            tags: TagIndex::default(),
         });
         if config.background {
             background::spawn(&store, garbage);
@@ -325,6 +333,16 @@ fn count_lookup(cell: &ShardCell, hit: bool) {
 }
 
 fn flush_shard(store: &Store, _index: usize, shard: &mut Shard) {
+    if store.tags.len() > 0 {
+        for i in 0..shard.table.capacity() {
+            if Table::slot_is_tagged(shard.table.slot(i)) {
+                let item = shard.table.item_at(i).expect("tagged slot is occupied");
+                let removed = store.tags.remove(item.tags(), tags::reference(shard.index, item.addr()));
+                shard.used -= tags::ENTRY_COST * removed;
+                store.account(-((tags::ENTRY_COST * removed) as isize));
+            }
+        }
+    }
     let old = shard.table.take();
     let delta = shard.table.bytes() as isize - shard.used as isize;
     shard.used = shard.table.bytes();
@@ -451,6 +469,22 @@ impl<'a, 's> Db<'a, 's> {
         match self {
             Db::Shared(store) => store.stats(),
             Db::Locked(locked) => locked.stats(),
+        }
+    }
+
+    /// Runs `f` over the live records matching `query`, seen atomically: see `tags`.
+    pub fn tag_read<R>(&mut self, query: &Query, f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R) -> R {
+        match self {
+            Db::Shared(store) => store.tag_read(query, f),
+            Db::Locked(locked) => locked.tag_read(query, f),
+        }
+    }
+
+    /// Removes every record matching `query` at once; returns how many live ones went.
+    pub fn tag_delete(&mut self, query: &Query) -> usize {
+        match self {
+            Db::Shared(store) => store.tag_delete(query),
+            Db::Locked(locked) => locked.tag_delete(query),
         }
     }
 

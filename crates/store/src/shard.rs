@@ -11,12 +11,23 @@ use std::sync::atomic::Ordering;
 
 use crate::item::{Header, Item, ItemPtr, Kind};
 use crate::table::{KeyHash, Probe, Table};
+use crate::tags::{reference, Tag, ENTRY_COST};
 use crate::{now_ms, Garbage, Store};
+
+/// What a write does to the record's tags.
+#[derive(Clone, Copy, Debug)]
+pub enum TagWrite<'t> {
+    /// Carry the replaced record's tags over (INCR, APPEND, EXPIRE, hash updates...).
+    Keep,
+    /// Replace them (an empty slice drops them, as a plain SET does).
+    Set(&'t [Tag]),
+}
 
 /// Records at least this large are freed by the reaper thread, off the request path.
 const LARGE_RECORD: usize = 64 * 1024;
 
 pub(crate) struct Shard {
+    pub index: usize,
     pub table: Table,
     pub used: usize,
     pub clock_hand: usize,
@@ -34,9 +45,10 @@ pub(crate) fn charge(size: usize) -> usize {
 pub struct OutOfMemory;
 
 impl Shard {
-    pub fn new() -> Shard {
+    pub fn new(index: usize) -> Shard {
         let table = Table::new();
         Shard {
+            index,
             used: table.bytes(),
             table,
             clock_hand: 0,
@@ -47,11 +59,21 @@ impl Shard {
 
     /// Removes the record in `slot` and frees it (on the reaper when large). Returns bytes freed.
     pub fn remove_slot(&mut self, store: &Store, slot: usize) -> usize {
-        let item = self.table.remove_at(slot);
-        let freed = charge(item.alloc_size());
-        self.used -= freed;
+        let (item, freed) = self.unlink_slot(store, slot);
         store.release(item, freed);
         freed
+    }
+
+    /// Takes the record in `slot` out of the table and the tag index, leaving the freeing to
+    /// the caller. Returns it with the bytes it was charged.
+    pub fn unlink_slot(&mut self, store: &Store, slot: usize) -> (ItemPtr, usize) {
+        let item = self.table.remove_at(slot);
+        let mut freed = charge(item.alloc_size());
+        if item.has_tags() {
+            freed += ENTRY_COST * store.tags.remove(item.tags(), reference(self.index, item.addr()));
+        }
+        self.used -= freed;
+        (item, freed)
     }
 
     /// CLOCK: sweeps from the hand, giving visited records a second chance, and evicts the
@@ -186,7 +208,8 @@ impl<'a> Entry<'a> {
     }
 
     /// Writes a record whose value of `value_len` bytes is produced by `fill`, which also sees
-    /// the record being replaced (for APPEND, SETRANGE, hash updates). Returns the new CAS.
+    /// the record being replaced (for APPEND, SETRANGE, hash updates). Tags are kept.
+    /// Returns the new CAS.
     pub fn put_with(
         &mut self,
         kind: Kind,
@@ -195,8 +218,30 @@ impl<'a> Entry<'a> {
         flags: u32,
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
+        self.put_record(kind, value_len, expire_at, flags, TagWrite::Keep, fill)
+    }
+
+    /// The general write: as `put_with`, with the record's tags chosen by `tags`.
+    pub fn put_record(
+        &mut self,
+        kind: Kind,
+        value_len: usize,
+        expire_at: Option<u64>,
+        flags: u32,
+        tags: TagWrite<'_>,
+        fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
+    ) -> Result<u64, OutOfMemory> {
+        let kept: Vec<Tag>;
+        let tags: &[Tag] = match tags {
+            TagWrite::Set(t) => t,
+            TagWrite::Keep => {
+                kept = self.item().map_or_else(Vec::new, |i| i.tags().collect());
+                &kept
+            }
+        };
         let cas = self.next_cas();
         let header = Header {
+            tags,
             kind,
             key_len: self.key.len(),
             value_len,
@@ -204,9 +249,26 @@ impl<'a> Entry<'a> {
             flags,
             cas,
         };
-        let new_charge = charge(header.alloc_size());
+        let new_charge = charge(header.alloc_size()) + ENTRY_COST * tags.len();
+        let old_charge = match self.probe {
+            Probe::Found(i) => {
+                let old = self.shard.table.item_at(i).expect("occupied");
+                charge(old.alloc_size()) + ENTRY_COST * old.tags().len()
+            }
+            Probe::Vacant(_) => 0,
+        };
+        // A new key may make the table grow: that counts against the limit too.
+        let rebuild = matches!(self.probe, Probe::Vacant(_)) && self.shard.table.needs_rebuild();
+        let growth = if rebuild {
+            (self.shard.table.rebuild_capacity() * 8).saturating_sub(self.shard.table.bytes())
+        } else {
+            0
+        };
+        if new_charge + growth > old_charge {
+            self.make_room(new_charge + growth - old_charge)?;
+        }
         if let Probe::Vacant(_) = self.probe {
-            if self.shard.table.needs_rebuild() {
+            if rebuild && self.shard.table.needs_rebuild() {
                 let before = self.shard.table.bytes();
                 let store = self.store;
                 self.shard.table.rebuild(|k| store.hash(k));
@@ -216,36 +278,25 @@ impl<'a> Entry<'a> {
                 self.probe = self.shard.table.find(self.hash, self.key);
             }
         }
-        let old_charge = match self.probe {
-            Probe::Found(i) => charge(self.shard.table.item_at(i).expect("occupied").alloc_size()),
-            Probe::Vacant(_) => 0,
-        };
-        if new_charge > old_charge {
-            self.make_room(new_charge - old_charge)?;
-        }
         let item = ItemPtr::new(&header, self.key);
         // SAFETY: the record is not yet published.
         fill(unsafe { item.value_mut() }, self.item());
-        let charged = charge(item.alloc_size());
+        if let Probe::Found(i) = self.probe {
+            let (old, freed) = self.shard.unlink_slot(self.store, i);
+            self.store.release(old, freed);
+        }
+        let i = match self.probe {
+            Probe::Found(i) | Probe::Vacant(i) => i,
+        };
+        self.shard.table.insert_at(i, self.hash, item, expire_at.is_some());
+        self.probe = Probe::Found(i);
+        let mut charged = charge(item.alloc_size());
+        if !tags.is_empty() {
+            let added = self.store.tags.insert(tags.iter().copied(), reference(self.shard_index, item.addr()));
+            charged += ENTRY_COST * added;
+        }
         self.shard.used += charged;
         self.store.account(charged as isize);
-        match self.probe {
-            Probe::Found(i) => {
-                let old = self
-                    .shard
-                    .table
-                    .replace_at(i, self.hash, item, expire_at.is_some());
-                let freed = charge(old.alloc_size());
-                self.shard.used -= freed;
-                self.store.release(old, freed);
-            }
-            Probe::Vacant(i) => {
-                self.shard
-                    .table
-                    .insert_at(i, self.hash, item, expire_at.is_some());
-                self.probe = Probe::Found(i);
-            }
-        }
         Ok(cas)
     }
 

@@ -1,8 +1,9 @@
 //! Open-addressing hash table of record pointers: one `u64` per slot, linear probing.
 //!
-//! A slot holds a record's address in its low 48 bits and, in its high 16, a tag: 15 bits of
-//! the key's hash (so most mismatches are rejected without touching the record) and a bit that
-//! says whether the record has a deadline (so active expiry skips records without one). Deleted
+//! A slot holds a record's address in its low 48 bits and, in its high 16, a tag: 14 bits of
+//! the key's hash (so most mismatches are rejected without touching the record), a bit that
+//! says whether the record has a deadline (so active expiry skips records without one) and a bit
+//! that says whether it carries typed tags (so flushing finds the tag index entries to drop). Deleted
 //! slots become tombstones until the next rebuild, so slot positions never move under a scan, an
 //! eviction hand or a held `Entry`.
 //!
@@ -15,7 +16,8 @@ const EMPTY: u64 = 0;
 const TOMBSTONE: u64 = 1;
 const ADDR_MASK: u64 = (1 << 48) - 1;
 const EXPIRE_BIT: u64 = 1 << 63;
-const TAG_MASK: u64 = 0x7fff << 48;
+const TAGGED_BIT: u64 = 1 << 62;
+const TAG_MASK: u64 = 0x3fff << 48;
 const MIN_CAPACITY: usize = 16;
 
 /// Hash of a key, split into the parts the store uses.
@@ -94,6 +96,10 @@ impl Table {
         slot > TOMBSTONE && slot & EXPIRE_BIT != 0
     }
 
+    pub fn slot_is_tagged(slot: u64) -> bool {
+        slot > TOMBSTONE && slot & TAGGED_BIT != 0
+    }
+
     pub fn find(&self, hash: KeyHash, key: &[u8]) -> Probe {
         let mask = self.slots.len() - 1;
         let tag = hash.tag();
@@ -119,7 +125,8 @@ impl Table {
     fn encode(hash: KeyHash, item: ItemPtr, has_expire: bool) -> u64 {
         let addr = item.addr() as u64;
         debug_assert_eq!(addr & !ADDR_MASK, 0, "record address beyond 48 bits");
-        addr | hash.tag() | if has_expire { EXPIRE_BIT } else { 0 }
+        let tagged = if item.has_tags() { TAGGED_BIT } else { 0 };
+        addr | hash.tag() | tagged | if has_expire { EXPIRE_BIT } else { 0 }
     }
 
     /// Fills a vacant slot returned by `find`. The caller must call `reserve` first.
@@ -131,19 +138,6 @@ impl Table {
         }
         self.slots[index] = Self::encode(hash, item, has_expire);
         self.len += 1;
-    }
-
-    /// Swaps the record in an occupied slot, returning the old one.
-    pub fn replace_at(
-        &mut self,
-        index: usize,
-        hash: KeyHash,
-        item: ItemPtr,
-        has_expire: bool,
-    ) -> ItemPtr {
-        let old = slot_addr(self.slots[index]).expect("replace of an empty slot");
-        self.slots[index] = Self::encode(hash, item, has_expire);
-        old
     }
 
     pub fn set_expire_bit(&mut self, index: usize, has_expire: bool) {
@@ -241,6 +235,7 @@ mod tests {
 
     fn record(key: &[u8]) -> ItemPtr {
         let h = Header {
+            tags: &[],
             kind: Kind::String,
             key_len: key.len(),
             value_len: 0,

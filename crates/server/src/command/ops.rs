@@ -1,7 +1,7 @@
 //! Operations shared by RESP commands and memcached requests: a RESP SET and a memcached `set`
 //! both end in `store`, a RESP APPEND and a memcached `append` in `concat`.
 
-use store::{Entry, Item, Kind, OutOfMemory};
+use store::{Entry, Item, Kind, OutOfMemory, Tag, TagWrite};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cond {
@@ -42,7 +42,13 @@ pub enum StoreOutcome {
     OutOfMemory,
 }
 
+/// An overwrite: the record's old tags are dropped, as the new value is a new record.
 pub fn store(e: &mut Entry<'_>, args: &StoreArgs<'_>) -> StoreOutcome {
+    store_tagged(e, args, &[])
+}
+
+/// As `store`, giving the new record `tags` (TAG.SET).
+pub fn store_tagged(e: &mut Entry<'_>, args: &StoreArgs<'_>, tags: &[Tag]) -> StoreOutcome {
     let old = e.item();
     if let Some(cas) = args.cas {
         match old {
@@ -59,7 +65,10 @@ pub fn store(e: &mut Entry<'_>, args: &StoreArgs<'_>) -> StoreOutcome {
         Ttl::Keep => old.and_then(|i| i.expire_at()),
         Ttl::Set(d) => d,
     };
-    match e.put(Kind::String, args.value, deadline, args.flags) {
+    let value = args.value;
+    match e.put_record(Kind::String, value.len(), deadline, args.flags, TagWrite::Set(tags), |buf, _| {
+        buf.copy_from_slice(value)
+    }) {
         Ok(cas) => StoreOutcome::Stored(cas),
         Err(OutOfMemory) => StoreOutcome::OutOfMemory,
     }

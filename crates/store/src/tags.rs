@@ -1,0 +1,300 @@
+//! Typed numeric tags: the index from (type, value) to records, and group queries over it.
+//!
+//! A tag is (type: u32, value: i64); a record carries its tags inside its allocation. The index
+//! keeps, per type, an ordered set of (value, record reference), so "all of a type", "= v" and
+//! every range are one ordered range scan; AND intersects the per-predicate results. A reference
+//! is the record's address with its shard number in the top 16 bits.
+//!
+//! Invariant: the index holds an entry for a record's tag exactly while the record is in its
+//! shard's table. Entries change only under the record's shard exclusive lock (lock order: shard,
+//! then type), so a query that holds a shard's lock sees that shard's entries exactly and may
+//! dereference them. Queries evaluate once to learn which shards they touch, lock those, and
+//! evaluate again: the second answer is exact for the locked shards, and a match in a shard that
+//! was not locked was written after the query began.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::RwLock;
+
+/// Bytes charged to the memory limit per index entry (an ordered-set element and its share of
+/// tree nodes).
+pub(crate) const ENTRY_COST: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag {
+    pub ty: u32,
+    pub value: i64,
+}
+
+/// One comparison of a tag query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Any,
+    Eq(i64),
+    Lt(i64),
+    Le(i64),
+    Gt(i64),
+    Ge(i64),
+    Between(i64, i64),
+}
+
+impl Op {
+    pub fn matches(self, v: i64) -> bool {
+        match self {
+            Op::Any => true,
+            Op::Eq(x) => v == x,
+            Op::Lt(x) => v < x,
+            Op::Le(x) => v <= x,
+            Op::Gt(x) => v > x,
+            Op::Ge(x) => v >= x,
+            Op::Between(a, b) => a <= v && v <= b,
+        }
+    }
+
+    fn bounds(self) -> (Bound<(i64, u64)>, Bound<(i64, u64)>) {
+        use Bound::*;
+        match self {
+            Op::Any => (Unbounded, Unbounded),
+            Op::Eq(v) => (Included((v, 0)), Included((v, u64::MAX))),
+            Op::Lt(v) => (Unbounded, Excluded((v, 0))),
+            Op::Le(v) => (Unbounded, Included((v, u64::MAX))),
+            Op::Gt(v) => (Excluded((v, u64::MAX)), Unbounded),
+            Op::Ge(v) => (Included((v, 0)), Unbounded),
+            Op::Between(a, b) => (Included((a, 0)), Included((b, u64::MAX))),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Predicate {
+    pub ty: u32,
+    pub op: Op,
+}
+
+/// Predicates joined by AND.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Query {
+    pub predicates: Vec<Predicate>,
+}
+
+impl Query {
+    /// Whether a record with these tags matches (used to re-check a record in place).
+    pub fn matches(&self, tags: impl Iterator<Item = Tag> + Clone) -> bool {
+        self.predicates
+            .iter()
+            .all(|p| tags.clone().any(|t| t.ty == p.ty && p.op.matches(t.value)))
+    }
+}
+
+pub(crate) const SHARD_SHIFT: u32 = 48;
+
+pub(crate) fn reference(shard: usize, addr: usize) -> u64 {
+    ((shard as u64) << SHARD_SHIFT) | addr as u64
+}
+
+pub(crate) fn shard_of_ref(r: u64) -> usize {
+    (r >> SHARD_SHIFT) as usize
+}
+
+pub(crate) fn addr_of_ref(r: u64) -> usize {
+    (r & ((1 << SHARD_SHIFT) - 1)) as usize
+}
+
+type TypeIndex = RwLock<BTreeSet<(i64, u64)>>;
+
+#[derive(Default)]
+pub(crate) struct TagIndex {
+    types: RwLock<HashMap<u32, TypeIndex>>,
+    entries: AtomicUsize,
+}
+
+impl TagIndex {
+    pub fn len(&self) -> usize {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    fn with_type<R>(&self, ty: u32, f: impl FnOnce(&TypeIndex) -> R) -> R {
+        if let Some(index) = self.types.read().get(&ty) {
+            return f(index);
+        }
+        let mut types = self.types.write();
+        f(types.entry(ty).or_default())
+    }
+
+    /// Adds the entries of a record's tags. Returns how many were added.
+    pub fn insert(&self, tags: impl Iterator<Item = Tag>, r: u64) -> usize {
+        let mut added = 0;
+        for tag in tags {
+            added += usize::from(self.with_type(tag.ty, |t| t.write().insert((tag.value, r))));
+        }
+        self.entries.fetch_add(added, Ordering::Relaxed);
+        added
+    }
+
+    /// Removes the entries of a record's tags. Returns how many were removed.
+    pub fn remove(&self, tags: impl Iterator<Item = Tag>, r: u64) -> usize {
+        let mut removed = 0;
+        let types = self.types.read();
+        for tag in tags {
+            if let Some(index) = types.get(&tag.ty) {
+                removed += usize::from(index.write().remove(&(tag.value, r)));
+            }
+        }
+        self.entries.fetch_sub(removed, Ordering::Relaxed);
+        removed
+    }
+
+    /// References of records matching every predicate, sorted and without duplicates.
+    pub fn eval(&self, query: &Query) -> Vec<u64> {
+        let types = self.types.read();
+        let mut predicates = query.predicates.clone();
+        // Equalities are usually the narrowest, and can then filter candidates by probing.
+        predicates.sort_by_key(|p| match p.op {
+            Op::Eq(_) => 0,
+            Op::Between(..) => 1,
+            Op::Any => 3,
+            _ => 2,
+        });
+        let mut result: Option<Vec<u64>> = None;
+        for p in &predicates {
+            let Some(index) = types.get(&p.ty) else { return Vec::new() };
+            let index = index.read();
+            result = Some(match (result, p.op) {
+                (Some(current), Op::Eq(v)) if current.len() * 16 < index.len() => {
+                    current.into_iter().filter(|&r| index.contains(&(v, r))).collect()
+                }
+                (current, _) => {
+                    let mut refs: Vec<u64> = index.range(p.op.bounds()).map(|&(_, r)| r).collect();
+                    refs.sort_unstable();
+                    refs.dedup();
+                    match current {
+                        None => refs,
+                        Some(current) => intersect(&current, &refs),
+                    }
+                }
+            });
+            if result.as_ref().is_some_and(Vec::is_empty) {
+                break;
+            }
+        }
+        result.unwrap_or_default()
+    }
+}
+
+fn intersect(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len().min(b.len())));
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+mod access {
+    //! Group reads and deletes over the shards a query touches.
+
+    use super::{addr_of_ref, shard_of_ref, Query};
+    use crate::item::{Item, ItemPtr};
+    use crate::shard::Shard;
+    use crate::{now_ms, Garbage, Locked, Store};
+
+    fn live(item: ItemPtr, now: u64) -> bool {
+        item.expire_at().is_none_or(|d| d > now)
+    }
+
+    fn shards_of(refs: &[u64]) -> Vec<usize> {
+        let mut shards: Vec<usize> = refs.iter().map(|&r| shard_of_ref(r)).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        shards
+    }
+
+    /// Unlinks the records behind `refs` from their (held) shards and hands them to the reaper
+    /// in one batch. Returns how many were live.
+    fn delete_refs(store: &Store, refs: Vec<u64>, held: &mut [(usize, &mut Shard)]) -> usize {
+        let now = now_ms();
+        let (mut live_count, mut expired, mut freed_total) = (0, 0, 0);
+        let mut garbage = Vec::with_capacity(refs.len());
+        for r in refs {
+            let Ok(pos) = held.binary_search_by_key(&shard_of_ref(r), |(i, _)| *i) else { continue };
+            let shard = &mut *held[pos].1;
+            let item = ItemPtr::from_addr(addr_of_ref(r));
+            let key = item.key();
+            let crate::table::Probe::Found(slot) = shard.table.find(store.hash(key), key) else {
+                unreachable!("indexed record missing from its table")
+            };
+            if live(item, now) {
+                live_count += 1;
+            } else {
+                expired += 1;
+            }
+            let (item, freed) = shard.unlink_slot(store, slot);
+            freed_total += freed;
+            garbage.push(item);
+        }
+        store.account(-(freed_total as isize));
+        store.cell(0).expired.fetch_add(expired, std::sync::atomic::Ordering::Relaxed);
+        if !garbage.is_empty() {
+            drop(store.reaper.send(Garbage::Items(garbage)));
+        }
+        live_count
+    }
+
+    impl Store {
+        pub fn tag_read<R>(&self, query: &Query, f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R) -> R {
+            let shards = shards_of(&self.tags.eval(query));
+            let guards: Vec<_> = shards.iter().map(|&i| (i, self.cell(i).lock.read())).collect();
+            let refs = self.tags.eval(query);
+            let now = now_ms();
+            let mut items = refs
+                .into_iter()
+                .filter(|&r| guards.binary_search_by_key(&shard_of_ref(r), |(i, _)| *i).is_ok())
+                .map(|r| ItemPtr::from_addr(addr_of_ref(r)))
+                .filter(|&i| live(i, now))
+                .map(Item::new);
+            f(&mut items)
+        }
+
+        pub fn tag_delete(&self, query: &Query) -> usize {
+            let shards = shards_of(&self.tags.eval(query));
+            let mut guards: Vec<_> = shards.iter().map(|&i| (i, self.cell(i).lock.write())).collect();
+            let refs = self.tags.eval(query);
+            let mut held: Vec<(usize, &mut Shard)> = guards.iter_mut().map(|(i, g)| (*i, &mut **g)).collect();
+            delete_refs(self, refs, &mut held)
+        }
+    }
+
+    impl Locked<'_> {
+        /// As `Store::tag_read`; a transaction holds every shard, so one evaluation is exact.
+        pub fn tag_read<R>(&mut self, query: &Query, f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R) -> R {
+            assert!(self.holds_all(), "tag queries need every shard held");
+            let now = now_ms();
+            let mut items = self
+                .store
+                .tags
+                .eval(query)
+                .into_iter()
+                .map(|r| ItemPtr::from_addr(addr_of_ref(r)))
+                .filter(|&i| live(i, now))
+                .map(Item::new);
+            f(&mut items)
+        }
+
+        pub fn tag_delete(&mut self, query: &Query) -> usize {
+            assert!(self.holds_all(), "tag queries need every shard held");
+            let store = self.store;
+            let refs = store.tags.eval(query);
+            let mut held: Vec<(usize, &mut Shard)> = self.guards.iter_mut().map(|(i, g)| (*i, &mut **g)).collect();
+            delete_refs(store, refs, &mut held)
+        }
+    }
+}
