@@ -75,6 +75,7 @@ pub struct Config {
     pub max_value_size: usize,
     /// Bytes of unsent output after which a client is disconnected; 0 = unlimited.
     pub client_output_limit: u64,
+    pub max_tags_per_record: usize,
 }
 
 const DEFAULT_PORT: u16 = 6380;
@@ -134,7 +135,8 @@ struct Args {
     maxmemory: u64,
 
     /// Policy at the memory limit: evict (also allkeys-lru/-lfu/-random) or noeviction.
-    #[arg(long, value_name = "POLICY", default_value = "noeviction", value_parser = parse_policy)]
+    /// A cache evicts by default, as memcached does.
+    #[arg(long, value_name = "POLICY", default_value = "evict", value_parser = parse_policy)]
     maxmemory_policy: MaxmemoryPolicy,
 
     /// Maximum number of connected clients.
@@ -156,6 +158,10 @@ struct Args {
     /// Unsent output after which a client is disconnected; 0 = unlimited.
     #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size)]
     client_output_limit: u64,
+
+    /// Most typed tags one record may carry (1 to 255).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..))]
+    max_tags_per_record: u8,
 }
 
 /// Why the configuration could not be loaded.
@@ -251,6 +257,7 @@ impl Config {
             loglevel: a.loglevel,
             max_value_size: a.max_value_size,
             client_output_limit: a.client_output_limit,
+            max_tags_per_record: a.max_tags_per_record as usize,
         }
     }
 
@@ -442,7 +449,7 @@ mod tests {
         assert_eq!(c.io_model, IoModel::Reactor);
         assert!(c.threads >= 1 && c.workers >= 1);
         assert_eq!(c.maxmemory, 0);
-        assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::NoEviction);
+        assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::Evict);
         assert_eq!(c.maxclients, 10000);
         assert_eq!(c.requirepass, None);
         assert_eq!(c.loglevel, "info");

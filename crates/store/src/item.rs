@@ -97,7 +97,11 @@ impl Header<'_> {
             + varint_len(self.value_len)
             + if self.expire_at.is_some() { 8 } else { 0 }
             + if self.flags != 0 { 4 } else { 0 }
-            + if self.tags.is_empty() { 0 } else { 1 + TAG_BYTES * self.tags.len() }
+            + if self.tags.is_empty() {
+                0
+            } else {
+                1 + TAG_BYTES * self.tags.len()
+            }
             + 8
     }
 
@@ -490,13 +494,30 @@ mod tests {
 
     #[test]
     fn tags_round_trip_beside_other_fields() {
-        let tags = [Tag { ty: 1, value: -5 }, Tag { ty: 7, value: i64::MAX }];
-        let h = Header { tags: &tags, kind: Kind::String, key_len: 3, value_len: 2, expire_at: Some(9), flags: 4, cas: 11 };
+        let tags = [
+            Tag { ty: 1, value: -5 },
+            Tag {
+                ty: 7,
+                value: i64::MAX,
+            },
+        ];
+        let h = Header {
+            tags: &tags,
+            kind: Kind::String,
+            key_len: 3,
+            value_len: 2,
+            expire_at: Some(9),
+            flags: 4,
+            cas: 11,
+        };
         let p = ItemPtr::new(&h, b"key");
         unsafe { p.value_mut().copy_from_slice(b"vv") };
         assert!(p.has_tags());
         assert_eq!(p.tags().collect::<Vec<_>>(), tags);
-        assert_eq!((p.key(), p.value(), p.expire_at(), p.flags(), p.cas()), (&b"key"[..], &b"vv"[..], Some(9), 4, 11));
+        assert_eq!(
+            (p.key(), p.value(), p.expire_at(), p.flags(), p.cas()),
+            (&b"key"[..], &b"vv"[..], Some(9), 4, 11)
+        );
         unsafe { p.free() };
     }
 

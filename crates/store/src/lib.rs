@@ -337,7 +337,9 @@ fn flush_shard(store: &Store, _index: usize, shard: &mut Shard) {
         for i in 0..shard.table.capacity() {
             if Table::slot_is_tagged(shard.table.slot(i)) {
                 let item = shard.table.item_at(i).expect("tagged slot is occupied");
-                let removed = store.tags.remove(item.tags(), tags::reference(shard.index, item.addr()));
+                let removed = store
+                    .tags
+                    .remove(item.tags(), tags::reference(shard.index, item.addr()));
                 shard.used -= tags::ENTRY_COST * removed;
                 store.account(-((tags::ENTRY_COST * removed) as isize));
             }
@@ -473,7 +475,11 @@ impl<'a, 's> Db<'a, 's> {
     }
 
     /// Runs `f` over the live records matching `query`, seen atomically: see `tags`.
-    pub fn tag_read<R>(&mut self, query: &Query, f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R) -> R {
+    pub fn tag_read<R>(
+        &mut self,
+        query: &Query,
+        f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R,
+    ) -> R {
         match self {
             Db::Shared(store) => store.tag_read(query, f),
             Db::Locked(locked) => locked.tag_read(query, f),

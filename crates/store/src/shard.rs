@@ -70,7 +70,10 @@ impl Shard {
         let item = self.table.remove_at(slot);
         let mut freed = charge(item.alloc_size());
         if item.has_tags() {
-            freed += ENTRY_COST * store.tags.remove(item.tags(), reference(self.index, item.addr()));
+            freed += ENTRY_COST
+                * store
+                    .tags
+                    .remove(item.tags(), reference(self.index, item.addr()));
         }
         self.used -= freed;
         (item, freed)
@@ -288,11 +291,16 @@ impl<'a> Entry<'a> {
         let i = match self.probe {
             Probe::Found(i) | Probe::Vacant(i) => i,
         };
-        self.shard.table.insert_at(i, self.hash, item, expire_at.is_some());
+        self.shard
+            .table
+            .insert_at(i, self.hash, item, expire_at.is_some());
         self.probe = Probe::Found(i);
         let mut charged = charge(item.alloc_size());
         if !tags.is_empty() {
-            let added = self.store.tags.insert(tags.iter().copied(), reference(self.shard_index, item.addr()));
+            let added = self.store.tags.insert(
+                tags.iter().copied(),
+                reference(self.shard_index, item.addr()),
+            );
             charged += ENTRY_COST * added;
         }
         self.shard.used += charged;

@@ -53,7 +53,7 @@ impl Op {
         }
     }
 
-    fn bounds(self) -> (Bound<(i64, u64)>, Bound<(i64, u64)>) {
+    fn bounds(self) -> Range {
         use Bound::*;
         match self {
             Op::Any => (Unbounded, Unbounded),
@@ -103,6 +103,7 @@ pub(crate) fn addr_of_ref(r: u64) -> usize {
 }
 
 type TypeIndex = RwLock<BTreeSet<(i64, u64)>>;
+type Range = (Bound<(i64, u64)>, Bound<(i64, u64)>);
 
 #[derive(Default)]
 pub(crate) struct TagIndex {
@@ -159,12 +160,15 @@ impl TagIndex {
         });
         let mut result: Option<Vec<u64>> = None;
         for p in &predicates {
-            let Some(index) = types.get(&p.ty) else { return Vec::new() };
+            let Some(index) = types.get(&p.ty) else {
+                return Vec::new();
+            };
             let index = index.read();
             result = Some(match (result, p.op) {
-                (Some(current), Op::Eq(v)) if current.len() * 16 < index.len() => {
-                    current.into_iter().filter(|&r| index.contains(&(v, r))).collect()
-                }
+                (Some(current), Op::Eq(v)) if current.len() * 16 < index.len() => current
+                    .into_iter()
+                    .filter(|&r| index.contains(&(v, r)))
+                    .collect(),
                 (current, _) => {
                     let mut refs: Vec<u64> = index.range(p.op.bounds()).map(|&(_, r)| r).collect();
                     refs.sort_unstable();
@@ -225,7 +229,9 @@ mod access {
         let (mut live_count, mut expired, mut freed_total) = (0, 0, 0);
         let mut garbage = Vec::with_capacity(refs.len());
         for r in refs {
-            let Ok(pos) = held.binary_search_by_key(&shard_of_ref(r), |(i, _)| *i) else { continue };
+            let Ok(pos) = held.binary_search_by_key(&shard_of_ref(r), |(i, _)| *i) else {
+                continue;
+            };
             let shard = &mut *held[pos].1;
             let item = ItemPtr::from_addr(addr_of_ref(r));
             let key = item.key();
@@ -242,7 +248,10 @@ mod access {
             garbage.push(item);
         }
         store.account(-(freed_total as isize));
-        store.cell(0).expired.fetch_add(expired, std::sync::atomic::Ordering::Relaxed);
+        store
+            .cell(0)
+            .expired
+            .fetch_add(expired, std::sync::atomic::Ordering::Relaxed);
         if !garbage.is_empty() {
             drop(store.reaper.send(Garbage::Items(garbage)));
         }
@@ -250,14 +259,25 @@ mod access {
     }
 
     impl Store {
-        pub fn tag_read<R>(&self, query: &Query, f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R) -> R {
+        pub fn tag_read<R>(
+            &self,
+            query: &Query,
+            f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R,
+        ) -> R {
             let shards = shards_of(&self.tags.eval(query));
-            let guards: Vec<_> = shards.iter().map(|&i| (i, self.cell(i).lock.read())).collect();
+            let guards: Vec<_> = shards
+                .iter()
+                .map(|&i| (i, self.cell(i).lock.read()))
+                .collect();
             let refs = self.tags.eval(query);
             let now = now_ms();
             let mut items = refs
                 .into_iter()
-                .filter(|&r| guards.binary_search_by_key(&shard_of_ref(r), |(i, _)| *i).is_ok())
+                .filter(|&r| {
+                    guards
+                        .binary_search_by_key(&shard_of_ref(r), |(i, _)| *i)
+                        .is_ok()
+                })
                 .map(|r| ItemPtr::from_addr(addr_of_ref(r)))
                 .filter(|&i| live(i, now))
                 .map(Item::new);
@@ -266,16 +286,24 @@ mod access {
 
         pub fn tag_delete(&self, query: &Query) -> usize {
             let shards = shards_of(&self.tags.eval(query));
-            let mut guards: Vec<_> = shards.iter().map(|&i| (i, self.cell(i).lock.write())).collect();
+            let mut guards: Vec<_> = shards
+                .iter()
+                .map(|&i| (i, self.cell(i).lock.write()))
+                .collect();
             let refs = self.tags.eval(query);
-            let mut held: Vec<(usize, &mut Shard)> = guards.iter_mut().map(|(i, g)| (*i, &mut **g)).collect();
+            let mut held: Vec<(usize, &mut Shard)> =
+                guards.iter_mut().map(|(i, g)| (*i, &mut **g)).collect();
             delete_refs(self, refs, &mut held)
         }
     }
 
     impl Locked<'_> {
         /// As `Store::tag_read`; a transaction holds every shard, so one evaluation is exact.
-        pub fn tag_read<R>(&mut self, query: &Query, f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R) -> R {
+        pub fn tag_read<R>(
+            &mut self,
+            query: &Query,
+            f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R,
+        ) -> R {
             assert!(self.holds_all(), "tag queries need every shard held");
             let now = now_ms();
             let mut items = self
@@ -293,7 +321,11 @@ mod access {
             assert!(self.holds_all(), "tag queries need every shard held");
             let store = self.store;
             let refs = store.tags.eval(query);
-            let mut held: Vec<(usize, &mut Shard)> = self.guards.iter_mut().map(|(i, g)| (*i, &mut **g)).collect();
+            let mut held: Vec<(usize, &mut Shard)> = self
+                .guards
+                .iter_mut()
+                .map(|(i, g)| (*i, &mut **g))
+                .collect();
             delete_refs(store, refs, &mut held)
         }
     }

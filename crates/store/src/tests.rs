@@ -144,7 +144,12 @@ fn noeviction_refuses_writes_past_the_limit() {
     // grow, and that counts too).
     assert!(s.write(&0u32.to_le_bytes(), |e| e.remove()));
     assert!(s
-        .write(&0u32.to_le_bytes(), |e| e.put(Kind::String, &value[..500], None, 0))
+        .write(&0u32.to_le_bytes(), |e| e.put(
+            Kind::String,
+            &value[..500],
+            None,
+            0
+        ))
         .is_ok());
 }
 
@@ -302,16 +307,28 @@ mod tag_tests {
     }
 
     fn put_tagged(s: &Store, key: &[u8], tags: &[Tag], deadline: Option<u64>) {
-        s.write(key, |e| e.put_record(Kind::String, key.len(), deadline, 0, TagWrite::Set(tags), |b, _| b.copy_from_slice(key)))
-            .unwrap();
+        s.write(key, |e| {
+            e.put_record(
+                Kind::String,
+                key.len(),
+                deadline,
+                0,
+                TagWrite::Set(tags),
+                |b, _| b.copy_from_slice(key),
+            )
+        })
+        .unwrap();
     }
 
     fn q(preds: &[(u32, Op)]) -> Query {
-        Query { predicates: preds.iter().map(|&(ty, op)| Predicate { ty, op }).collect() }
+        Query {
+            predicates: preds.iter().map(|&(ty, op)| Predicate { ty, op }).collect(),
+        }
     }
 
     fn keys(s: &Store, query: &Query) -> Vec<Vec<u8>> {
-        let mut k: Vec<Vec<u8>> = s.tag_read(query, |items| items.map(|i| i.key().to_vec()).collect());
+        let mut k: Vec<Vec<u8>> =
+            s.tag_read(query, |items| items.map(|i| i.key().to_vec()).collect());
         k.sort();
         k
     }
@@ -323,16 +340,32 @@ mod tag_tests {
     fn predicates_select_by_type_value_and_range() {
         let s = store(0, true);
         for i in 0..20i64 {
-            put_tagged(&s, format!("f{i:02}").as_bytes(), &[tag(PAGE, i % 5), tag(USER, i)], None);
+            put_tagged(
+                &s,
+                format!("f{i:02}").as_bytes(),
+                &[tag(PAGE, i % 5), tag(USER, i)],
+                None,
+            );
         }
-        assert_eq!(keys(&s, &q(&[(PAGE, Op::Eq(3))])), vec![b"f03".to_vec(), b"f08".to_vec(), b"f13".to_vec(), b"f18".to_vec()]);
+        assert_eq!(
+            keys(&s, &q(&[(PAGE, Op::Eq(3))])),
+            vec![
+                b"f03".to_vec(),
+                b"f08".to_vec(),
+                b"f13".to_vec(),
+                b"f18".to_vec()
+            ]
+        );
         assert_eq!(keys(&s, &q(&[(USER, Op::Lt(2))])).len(), 2);
         assert_eq!(keys(&s, &q(&[(USER, Op::Le(2))])).len(), 3);
         assert_eq!(keys(&s, &q(&[(USER, Op::Gt(17))])).len(), 2);
         assert_eq!(keys(&s, &q(&[(USER, Op::Ge(17))])).len(), 3);
         assert_eq!(keys(&s, &q(&[(USER, Op::Between(5, 9))])).len(), 5);
         assert_eq!(keys(&s, &q(&[(USER, Op::Any)])).len(), 20);
-        assert_eq!(keys(&s, &q(&[(PAGE, Op::Eq(3)), (USER, Op::Gt(10))])), vec![b"f13".to_vec(), b"f18".to_vec()]);
+        assert_eq!(
+            keys(&s, &q(&[(PAGE, Op::Eq(3)), (USER, Op::Gt(10))])),
+            vec![b"f13".to_vec(), b"f18".to_vec()]
+        );
         assert!(keys(&s, &q(&[(99, Op::Any)])).is_empty());
         assert_eq!(s.tag_delete(&q(&[(PAGE, Op::Eq(0))])), 4);
         assert_eq!(s.len(), 16);
@@ -346,13 +379,24 @@ mod tag_tests {
         put_tagged(&s, b"a", &[tag(PAGE, 1), tag(PAGE, 2)], None);
         put_tagged(&s, b"b", &[tag(PAGE, 1)], Some(now_ms() - 1));
         assert_eq!(s.tags.len(), 3);
-        assert_eq!(keys(&s, &q(&[(PAGE, Op::Eq(1))])), vec![b"a".to_vec()], "expired records never match");
+        assert_eq!(
+            keys(&s, &q(&[(PAGE, Op::Eq(1))])),
+            vec![b"a".to_vec()],
+            "expired records never match"
+        );
         // Modifications keep tags; an overwrite drops them.
         s.write(b"a", |e| e.set_expire(Some(now_ms() + 100_000)));
-        s.write(b"a", |e| e.put_with(Kind::String, 1, None, 0, |b, _| b[0] = b'x')).unwrap();
+        s.write(b"a", |e| {
+            e.put_with(Kind::String, 1, None, 0, |b, _| b[0] = b'x')
+        })
+        .unwrap();
         assert_eq!(keys(&s, &q(&[(PAGE, Op::Eq(2))])), vec![b"a".to_vec()]);
-        s.write(b"a", |e| e.put_record(Kind::String, 5, None, 0, TagWrite::Set(&[]), |b, _| b.copy_from_slice(b"plain")))
-            .unwrap();
+        s.write(b"a", |e| {
+            e.put_record(Kind::String, 5, None, 0, TagWrite::Set(&[]), |b, _| {
+                b.copy_from_slice(b"plain")
+            })
+        })
+        .unwrap();
         assert!(keys(&s, &q(&[(PAGE, Op::Any)])).is_empty());
         // Expiry, deletion and flushing drop entries too.
         s.expire_round();
@@ -372,11 +416,20 @@ mod tag_tests {
     fn eviction_drops_index_entries_and_counts_them() {
         let s = store(128 * 1024, true);
         for i in 0..5000u32 {
-            put_tagged(&s, &i.to_le_bytes(), &[tag(PAGE, (i % 50) as i64), tag(USER, i as i64)], None);
+            put_tagged(
+                &s,
+                &i.to_le_bytes(),
+                &[tag(PAGE, (i % 50) as i64), tag(USER, i as i64)],
+                None,
+            );
             assert!(s.used_memory() <= 128 * 1024);
         }
         let live = s.len();
-        assert_eq!(s.tags.len(), 2 * live, "one entry per tag of each live record");
+        assert_eq!(
+            s.tags.len(),
+            2 * live,
+            "one entry per tag of each live record"
+        );
         assert_eq!(keys(&s, &q(&[(USER, Op::Any)])).len(), live);
     }
 
@@ -384,7 +437,12 @@ mod tag_tests {
     /// tables agree, and no group read ever saw a half-deleted group.
     #[test]
     fn concurrent_tag_deletes_are_atomic_and_leave_no_orphans() {
-        let s = Store::new(StoreConfig { shards: 16, maxmemory: 0, evict: true, background: true });
+        let s = Store::new(StoreConfig {
+            shards: 16,
+            maxmemory: 0,
+            evict: true,
+            background: true,
+        });
         let groups = 8i64;
         let per_group = 50u32;
         let threads: Vec<_> = (0..4u32)
@@ -398,7 +456,12 @@ mod tag_tests {
                                 // Write a whole group: every member also carries the round number.
                                 for m in 0..per_group {
                                     let key = format!("g{g}:m{m}");
-                                    put_tagged(&s, key.as_bytes(), &[tag(PAGE, g), tag(USER, m as i64)], None);
+                                    put_tagged(
+                                        &s,
+                                        key.as_bytes(),
+                                        &[tag(PAGE, g), tag(USER, m as i64)],
+                                        None,
+                                    );
                                 }
                             }
                             1 => {
@@ -446,7 +509,12 @@ mod tag_tests {
         // Each writer rewrites its members round after round, tagging them with the round, and
         // publishes each round it finished. A delete that begins after round c was finished must
         // leave no member of round c or older.
-        let s = Store::new(StoreConfig { shards: 16, maxmemory: 0, evict: true, background: true });
+        let s = Store::new(StoreConfig {
+            shards: 16,
+            maxmemory: 0,
+            evict: true,
+            background: true,
+        });
         const ROUND: u32 = 3;
         const WRITER: u32 = 4;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -469,11 +537,20 @@ mod tag_tests {
             .collect();
         for _ in 0..20 {
             std::thread::sleep(std::time::Duration::from_millis(5));
-            let finished: Vec<i64> = done.iter().map(|d| d.load(std::sync::atomic::Ordering::SeqCst)).collect();
+            let finished: Vec<i64> = done
+                .iter()
+                .map(|d| d.load(std::sync::atomic::Ordering::SeqCst))
+                .collect();
             s.tag_delete(&q(&[(PAGE, Op::Eq(1))]));
             for (w, &c) in finished.iter().enumerate() {
-                let stale = s.tag_read(&q(&[(WRITER, Op::Eq(w as i64)), (ROUND, Op::Le(c))]), |items| items.count());
-                assert_eq!(stale, 0, "writer {w}: records of round <= {c} survived a delete that began after it");
+                let stale = s.tag_read(
+                    &q(&[(WRITER, Op::Eq(w as i64)), (ROUND, Op::Le(c))]),
+                    |items| items.count(),
+                );
+                assert_eq!(
+                    stale, 0,
+                    "writer {w}: records of round <= {c} survived a delete that began after it"
+                );
             }
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);

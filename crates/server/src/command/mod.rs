@@ -12,6 +12,7 @@ pub mod ops;
 mod server;
 mod strings;
 mod table;
+mod tags;
 pub mod txn;
 
 use std::sync::Arc;

@@ -66,9 +66,14 @@ pub fn store_tagged(e: &mut Entry<'_>, args: &StoreArgs<'_>, tags: &[Tag]) -> St
         Ttl::Set(d) => d,
     };
     let value = args.value;
-    match e.put_record(Kind::String, value.len(), deadline, args.flags, TagWrite::Set(tags), |buf, _| {
-        buf.copy_from_slice(value)
-    }) {
+    match e.put_record(
+        Kind::String,
+        value.len(),
+        deadline,
+        args.flags,
+        TagWrite::Set(tags),
+        |buf, _| buf.copy_from_slice(value),
+    ) {
         Ok(cas) => StoreOutcome::Stored(cas),
         Err(OutOfMemory) => StoreOutcome::OutOfMemory,
     }

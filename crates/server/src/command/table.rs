@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::flags::*;
-use super::{hashes, keys, server, strings, txn, Handler};
+use super::{hashes, keys, server, strings, tags, txn, Handler};
 
 pub struct Command {
     pub name: &'static str,
@@ -616,6 +616,71 @@ pub static COMMANDS: &[Command] = &[
         ONE,
         hashes::hincrbyfloat,
         "Increments a float field of a hash.",
+    ),
+    // Typed tags.
+    cmd(
+        "tag.set",
+        -3,
+        W,
+        ONE,
+        tags::set,
+        "Sets a value with typed tags (and an expiry).",
+    ),
+    cmd(
+        "tag.add",
+        -4,
+        WF,
+        ONE,
+        tags::add,
+        "Adds typed tags to a record.",
+    ),
+    cmd(
+        "tag.rem",
+        -4,
+        WF,
+        ONE,
+        tags::rem,
+        "Removes typed tags from a record.",
+    ),
+    cmd(
+        "tag.of",
+        2,
+        RF,
+        ONE,
+        tags::of,
+        "Returns a record's typed tags.",
+    ),
+    cmd(
+        "tag.get",
+        -4,
+        R,
+        NONE,
+        tags::get,
+        "Returns the keys and values of a tag group.",
+    ),
+    cmd(
+        "tag.keys",
+        -4,
+        R,
+        NONE,
+        tags::keys,
+        "Returns the keys of a tag group.",
+    ),
+    cmd(
+        "tag.count",
+        -4,
+        RF,
+        NONE,
+        tags::count,
+        "Counts the records of a tag group.",
+    ),
+    cmd(
+        "tag.del",
+        -4,
+        W,
+        NONE,
+        tags::del,
+        "Removes every record of a tag group at once.",
     ),
 ];
 
