@@ -10,6 +10,7 @@ mod hashes;
 mod keys;
 pub mod ops;
 mod server;
+pub mod stats;
 mod strings;
 mod table;
 mod tags;
@@ -80,12 +81,18 @@ impl Conn {
 /// Runs one command outside a transaction. A command with several keys locks their shards
 /// together so that it is atomic like in Redis (MSET, MSETNX, DEL k1 k2, MGET).
 pub fn execute(
-    command: &Command,
+    command: &'static Command,
     args: Args<'_>,
     shared: &Shared,
     conn: &mut Conn,
     out: &mut Vec<u8>,
 ) {
+    let started = std::time::Instant::now();
+    run(command, args, shared, conn, out);
+    stats::record(command, started.elapsed().as_nanos() as u64);
+}
+
+fn run(command: &Command, args: Args<'_>, shared: &Shared, conn: &mut Conn, out: &mut Vec<u8>) {
     let store = &*shared.store;
     let mut keys = command.key_positions(args.len());
     let multi_key = keys.nth(1).is_some() && !command.has(flags::NOQUEUE);

@@ -234,6 +234,17 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
             s.client_output_limit_disconnections.load(Relaxed),
         );
     }
+    if wanted
+        .iter()
+        .any(|w| w == "commandstats" || w == "all" || w == "everything")
+    {
+        text.push_str("# Commandstats\r\n");
+        for (command, calls, usec) in super::stats::snapshot() {
+            let per_call = usec as f64 / calls as f64;
+            let _ = write!(text, "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls=0,failed_calls=0\r\n", command.name);
+        }
+        text.push_str("\r\n");
+    }
     if show("keyspace") {
         text.push_str("# Keyspace\r\n");
         if stats.keys > 0 {
@@ -378,6 +389,7 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
             ] {
                 counter.store(0, Relaxed);
             }
+            super::stats::reset();
             ctx.ok()
         }
         "get" | "set" | "resetstat" => wrong_args_sub(ctx, "config"),
