@@ -41,6 +41,17 @@ pub struct ClientInfo {
     last_cmd: Mutex<&'static str>,
     killed: AtomicBool,
     notifier: Option<Arc<Notifier>>,
+    /// The connection's slot in its event loop, so that mail finds it without a scan.
+    pub token: AtomicUsize,
+    mailbox: Mutex<Mail>,
+}
+
+/// Output produced for a connection by another thread: a deferred reply, or pushed messages.
+#[derive(Default)]
+pub struct Mail {
+    pub bytes: Vec<u8>,
+    /// The session was waiting for a deferred reply and may go on with its input.
+    pub resume: bool,
 }
 
 impl ClientInfo {
@@ -68,6 +79,8 @@ impl ClientInfo {
             last_cmd: Mutex::new(""),
             killed: AtomicBool::new(false),
             notifier,
+            token: AtomicUsize::new(usize::MAX),
+            mailbox: Mutex::new(Mail::default()),
         }
     }
 
@@ -104,6 +117,28 @@ impl ClientInfo {
 
     pub fn killed(&self) -> bool {
         self.killed.load(Relaxed)
+    }
+
+    /// Appends `bytes` to this client's output from any thread and wakes the thread that owns
+    /// the connection. `resume` completes a deferred reply: the session goes on with its input.
+    pub fn post(&self, bytes: &[u8], resume: bool) {
+        let first = {
+            let mut mail = self.mailbox.lock();
+            let first = mail.bytes.is_empty() && !mail.resume;
+            mail.bytes.extend_from_slice(bytes);
+            mail.resume |= resume;
+            first
+        };
+        if first {
+            if let Some(n) = &self.notifier {
+                n.request_mail(self.token.load(Relaxed), self.id);
+            }
+        }
+    }
+
+    /// Takes the mail posted so far (the owning thread, when woken).
+    pub fn take_mail(&self) -> Mail {
+        std::mem::take(&mut *self.mailbox.lock())
     }
 
     /// One line of CLIENT LIST (without the trailing newline).

@@ -19,11 +19,15 @@ pub enum Protocol {
 }
 
 /// What `Session::process` did with the input it was given.
+#[derive(Clone, Copy, Debug)]
 pub struct Progress {
     /// Bytes of input fully handled; the caller drops them from its buffer.
     pub consumed: usize,
     /// Close the connection once `out` has been flushed (QUIT, protocol error).
     pub close: bool,
+    /// A command's reply will come later from another thread (`ClientInfo::post` with
+    /// `resume`): do not call `process` again until then, so replies stay in order.
+    pub waiting: bool,
 }
 
 pub struct Session {
@@ -61,7 +65,11 @@ impl Session {
                     self.memcache
                         .process(&self.shared, &self.conn.client, input, out);
                 self.count(commands);
-                Progress { consumed, close }
+                Progress {
+                    consumed,
+                    close,
+                    waiting: false,
+                }
             }
         }
     }
@@ -109,6 +117,9 @@ impl Session {
                         close = true;
                         break;
                     }
+                    if self.conn.waiting {
+                        break;
+                    }
                     // Let the runtime write (and apply the output limit) before producing more.
                     if out.len() >= OUTPUT_BATCH {
                         break;
@@ -119,7 +130,12 @@ impl Session {
         self.ranges = ranges;
         self.scratch = scratch;
         self.count(commands);
-        Progress { consumed, close }
+        let waiting = std::mem::take(&mut self.conn.waiting);
+        Progress {
+            consumed,
+            close,
+            waiting,
+        }
     }
 
     fn dispatch(&mut self, args: Args<'_>, out: &mut Vec<u8>) {

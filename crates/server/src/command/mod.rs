@@ -62,6 +62,9 @@ pub struct Conn {
     pub multi_dirty: bool,
     /// Keys under WATCH with the CAS they had (None: absent).
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
+    /// The command handed its work to another thread, which will post the reply
+    /// (`ClientInfo::post` with `resume`); the session stops until then.
+    pub waiting: bool,
 }
 
 impl Conn {
@@ -74,6 +77,7 @@ impl Conn {
             multi: None,
             multi_dirty: false,
             watched: Vec::new(),
+            waiting: false,
         }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::clients::ClientInfo;
-use crate::session::Session;
+use crate::session::{Progress, Session};
 use crate::shared::{ServerStats, Settings};
 
 use super::listen::Stream;
@@ -172,6 +172,9 @@ pub struct Conn {
     closing: bool,
     /// The session is out on a worker (dispatch).
     pub in_flight: bool,
+    /// The session waits for a deferred reply (posted by another thread as mail): input stays
+    /// buffered, unread, until it comes.
+    waiting: bool,
 }
 
 impl Conn {
@@ -193,6 +196,7 @@ impl Conn {
             eof: false,
             closing: false,
             in_flight: false,
+            waiting: false,
         }
     }
 
@@ -247,6 +251,9 @@ impl Conn {
                 } else {
                     Step::Wait
                 };
+            }
+            if self.waiting {
+                return Step::Wait;
             }
             if pending != 0 && !self.write_ready && ctx.output_limit == 0 {
                 // Unlimited output: pure backpressure, stop reading until the peer reads.
@@ -383,7 +390,7 @@ impl Conn {
         let input = &self.inbuf[self.start..self.end];
         let out = &mut self.out;
         match catch_unwind(AssertUnwindSafe(|| session.process(input, out))) {
-            Ok(p) => self.after_process(p.consumed, p.close, ctx),
+            Ok(p) => self.after_process(p, ctx),
             Err(_) => {
                 tracing::error!(
                     client = self.client.id,
@@ -395,12 +402,13 @@ impl Conn {
         }
     }
 
-    fn after_process(
-        &mut self,
-        consumed: usize,
-        close: bool,
-        ctx: &mut Ctx,
-    ) -> Result<(), CloseReason> {
+    fn after_process(&mut self, progress: Progress, ctx: &mut Ctx) -> Result<(), CloseReason> {
+        let Progress {
+            consumed,
+            close,
+            waiting,
+        } = progress;
+        self.waiting = waiting;
         let consumed = consumed.min(self.end - self.start);
         self.start += consumed;
         if close || self.client.killed() {
@@ -411,7 +419,7 @@ impl Conn {
             self.dirty = false;
         } else {
             // The session may have stopped early (e.g. to bound its output): go again.
-            self.dirty = consumed > 0 && !self.closing;
+            self.dirty = consumed > 0 && !self.closing && !waiting;
         }
         self.client
             .qbuf
@@ -453,7 +461,26 @@ impl Conn {
             return Err(CloseReason::Panic);
         }
         self.session = done.session;
-        self.after_process(done.consumed, done.close, ctx)
+        self.after_process(done.progress, ctx)
+    }
+
+    /// Appends what other threads posted for this client; a completed deferred reply lets the
+    /// session go on with the input it left buffered.
+    pub fn deliver_mail(&mut self, ctx: &mut Ctx) {
+        let mail = self.client.take_mail();
+        if !mail.bytes.is_empty() {
+            if self.in_flight {
+                // The output buffer is out on a worker: keep the bytes for its return.
+                self.client.post(&mail.bytes, false);
+            } else {
+                self.prepare_out(ctx);
+                self.out.extend_from_slice(&mail.bytes);
+            }
+        }
+        if mail.resume {
+            self.waiting = false;
+            self.dirty = self.start < self.end && !self.closing;
+        }
     }
 
     /// Returns the buffers to the pool (the connection is being closed).
@@ -485,8 +512,7 @@ pub struct Done {
     start: usize,
     end: usize,
     out: Vec<u8>,
-    consumed: usize,
-    close: bool,
+    progress: Progress,
     panicked: bool,
 }
 
@@ -512,8 +538,7 @@ impl Job {
                 start,
                 end,
                 out,
-                consumed: p.consumed,
-                close: p.close,
+                progress: p,
                 panicked: false,
             },
             Err(_) => {
@@ -525,8 +550,11 @@ impl Job {
                     start,
                     end,
                     out,
-                    consumed: 0,
-                    close: true,
+                    progress: Progress {
+                        consumed: 0,
+                        close: true,
+                        waiting: false,
+                    },
                     panicked: true,
                 }
             }

@@ -85,6 +85,8 @@ pub(crate) struct EventLoop {
     deadline: Option<Instant>,
     /// Some in the dispatch model.
     dispatch: Option<DispatchLink>,
+    /// Reused list of connections with mail.
+    mail: Vec<(usize, u64)>,
 }
 
 impl EventLoop {
@@ -107,6 +109,7 @@ impl EventLoop {
             again_next: Vec::new(),
             deadline: None,
             dispatch,
+            mail: Vec::new(),
         }
     }
 
@@ -259,6 +262,7 @@ impl EventLoop {
             self.shared.clients.unregister(conn.client.id);
             return;
         }
+        conn.client.token.store(t, Relaxed);
         let k = self.conns.insert(conn);
         debug_assert_eq!(k, t);
     }
@@ -267,6 +271,15 @@ impl EventLoop {
         while let Ok(nc) = self.rx.try_recv() {
             self.add(nc);
         }
+        let mut mail = std::mem::take(&mut self.mail);
+        self.notifier.take_mail(&mut mail);
+        for (t, id) in mail.drain(..) {
+            if let Some(c) = self.conns.get_mut(t).filter(|c| c.client.id == id) {
+                c.deliver_mail(&mut self.ctx);
+                self.drive(t);
+            }
+        }
+        self.mail = mail;
         if self.dispatch.is_some() {
             self.collect_done();
         }

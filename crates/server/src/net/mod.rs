@@ -49,6 +49,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
 pub struct Notifier {
     waker: Waker,
     kill_scan: AtomicBool,
+    /// (token, client id) of connections with mail waiting.
+    mail: parking_lot::Mutex<Vec<(usize, u64)>>,
 }
 
 impl Notifier {
@@ -56,6 +58,7 @@ impl Notifier {
         Ok(Arc::new(Notifier {
             waker: Waker::new(poll.registry(), Token(WAKER))?,
             kill_scan: AtomicBool::new(false),
+            mail: parking_lot::Mutex::new(Vec::new()),
         }))
     }
 
@@ -69,6 +72,22 @@ impl Notifier {
     pub fn request_kill_scan(&self) {
         self.kill_scan.store(true, Relaxed);
         self.wake();
+    }
+
+    /// A client of this thread has mail (see `ClientInfo::post`).
+    pub fn request_mail(&self, token: usize, client_id: u64) {
+        let first = {
+            let mut mail = self.mail.lock();
+            mail.push((token, client_id));
+            mail.len() == 1
+        };
+        if first {
+            self.wake();
+        }
+    }
+
+    fn take_mail(&self, into: &mut Vec<(usize, u64)>) {
+        std::mem::swap(&mut *self.mail.lock(), into);
     }
 
     fn take_kill_scan(&self) -> bool {
