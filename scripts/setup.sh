@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs, only where it is missing (idempotent):
 #   - Debian packages: redis-server redis-tools memcached libmemcached-tools netcat-openbsd
+#   - php-cli php-redis (phpredis, for tests/php) when php or its redis extension is missing
 #   - a Python virtual environment at .venv with the pins from requirements-test.txt
 # Usage: scripts/setup.sh            (from anywhere; works relative to the repo root)
 # Env:   PYTHON=python3.11 to choose the interpreter for the venv.
@@ -47,6 +48,13 @@ if [ "${#need[@]}" -gt 0 ]; then
             $SUDO systemctl stop "$svc" >/dev/null 2>&1 || true
         fi
     done
+fi
+
+# --- PHP with phpredis (tests/php: the typed-tag commands through rawCommand) ---
+# Only when php is missing or lacks the redis extension.  Not fatal: without it
+# the PHP test skips and says why.
+if ! command -v php >/dev/null 2>&1 || ! grep -qix redis <<<"$(php -m 2>/dev/null)"; then
+    apt_install php-cli php-redis || log "could not install php-cli php-redis; the PHP tag test will skip"
 fi
 
 # --- Python venv ---------------------------------------------------------------

@@ -76,6 +76,7 @@ pub struct Config {
     /// Bytes of unsent output after which a client is disconnected; 0 = unlimited.
     pub client_output_limit: u64,
     pub max_tags_per_record: usize,
+    pub tracking_table_max_keys: usize,
 }
 
 const DEFAULT_PORT: u16 = 6380;
@@ -158,6 +159,10 @@ struct Args {
     /// Unsent output after which a client is disconnected; 0 = unlimited.
     #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size)]
     client_output_limit: u64,
+
+    /// Keys the client-tracking table remembers; past it, the oldest are invalidated and dropped.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = parse_positive)]
+    tracking_table_max_keys: usize,
 
     /// Most typed tags one record may carry (1 to 255).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..))]
@@ -258,6 +263,7 @@ impl Config {
             max_value_size: a.max_value_size,
             client_output_limit: a.client_output_limit,
             max_tags_per_record: a.max_tags_per_record as usize,
+            tracking_table_max_keys: a.tracking_table_max_keys,
         }
     }
 

@@ -5,5 +5,7 @@ pub mod command;
 pub mod config;
 pub mod memcached;
 pub mod net;
+pub mod pubsub;
 pub mod session;
 pub mod shared;
+pub mod tracking;

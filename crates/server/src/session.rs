@@ -162,6 +162,13 @@ impl Session {
         if !self.conn.authenticated && !command.has(flags::NOAUTH) {
             return self.reject(out, b"NOAUTH Authentication required.");
         }
+        if self.conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
+            let msg = format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                command.name
+            );
+            return self.reject(out, msg.as_bytes());
+        }
         self.conn.client.set_last_command(command.name);
         if let Some(queue) = self.conn.multi.as_mut() {
             if !command.has(flags::NOQUEUE) {
@@ -179,5 +186,11 @@ impl Session {
             self.conn.multi_dirty = true;
         }
         resp::reply::error(out, msg)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.conn.release(&self.shared);
     }
 }

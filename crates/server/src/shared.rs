@@ -74,6 +74,8 @@ impl Settings {
 
 pub struct Shared {
     pub config: Config,
+    pub pubsub: crate::pubsub::PubSub,
+    pub tracking: Arc<crate::tracking::Tracking>,
     pub settings: Settings,
     pub store: Arc<store::Store>,
     pub clients: ClientRegistry,
@@ -91,7 +93,14 @@ impl Shared {
             evict: config.maxmemory_policy == MaxmemoryPolicy::Evict,
             background: true,
         });
+        let tracking = Arc::new(crate::tracking::Tracking::new(
+            store.clone(),
+            config.tracking_table_max_keys,
+        ));
+        store.set_listener(Arc::new(crate::tracking::Listener(tracking.clone())));
         Arc::new(Shared {
+            pubsub: crate::pubsub::PubSub::default(),
+            tracking,
             settings: Settings::new(&config),
             config,
             store,

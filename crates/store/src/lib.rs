@@ -34,6 +34,15 @@ use shard::Shard;
 use table::{KeyHash, Probe, Table};
 use tags::TagIndex;
 
+/// Told about every change to the keyspace (client tracking). Called while the changed keys'
+/// shards are locked, so it must be quick and must not call back into the store.
+pub trait ChangeListener: Send + Sync {
+    /// These keys were written, deleted, expired or evicted.
+    fn keys_changed(&self, keys: &[&[u8]]);
+    /// Every key was removed (FLUSHALL).
+    fn flushed(&self);
+}
+
 /// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -117,6 +126,9 @@ pub struct Store {
     evict_cursor: AtomicUsize,
     reaper: Sender<Garbage>,
     pub(crate) tags: TagIndex,
+    listener: std::sync::OnceLock<Arc<dyn ChangeListener>>,
+    /// Whether anyone listens now: one relaxed load per write when nobody does.
+    listening: AtomicBool,
 }
 
 impl Store {
@@ -143,6 +155,8 @@ impl Store {
             evict_cursor: AtomicUsize::new(0),
             reaper,
             tags: TagIndex::default(),
+            listener: std::sync::OnceLock::new(),
+            listening: AtomicBool::new(false),
         });
         if config.background {
             background::spawn(&store, garbage);
@@ -150,6 +164,31 @@ impl Store {
             std::thread::spawn(move || garbage.into_iter().for_each(drop));
         }
         store
+    }
+
+    /// Installs the change listener (once) and whether it is called.
+    pub fn set_listener(&self, listener: Arc<dyn ChangeListener>) {
+        let _ = self.listener.set(listener);
+    }
+
+    pub fn set_listening(&self, on: bool) {
+        self.listening.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn notify(&self, keys: &[&[u8]]) {
+        if self.listening.load(Ordering::Relaxed) && !keys.is_empty() {
+            if let Some(l) = self.listener.get() {
+                l.keys_changed(keys);
+            }
+        }
+    }
+
+    fn notify_flush(&self) {
+        if self.listening.load(Ordering::Relaxed) {
+            if let Some(l) = self.listener.get() {
+                l.flushed();
+            }
+        }
     }
 
     pub(crate) fn hash(&self, key: &[u8]) -> KeyHash {
@@ -253,6 +292,7 @@ impl Store {
             let mut shard = cell.lock.write();
             flush_shard(self, index, &mut shard);
         }
+        self.notify_flush();
     }
 
     pub fn stats(&self) -> StoreStats {
@@ -417,6 +457,7 @@ impl<'s> Locked<'s> {
         for (index, shard) in self.guards.iter_mut() {
             flush_shard(store, *index, shard);
         }
+        store.notify_flush();
     }
 }
 

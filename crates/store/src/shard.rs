@@ -60,6 +60,7 @@ impl Shard {
     /// Removes the record in `slot` and frees it (on the reaper when large). Returns bytes freed.
     pub fn remove_slot(&mut self, store: &Store, slot: usize) -> usize {
         let (item, freed) = self.unlink_slot(store, slot);
+        store.notify(&[item.key()]);
         store.release(item, freed);
         freed
     }
@@ -305,6 +306,7 @@ impl<'a> Entry<'a> {
         }
         self.shard.used += charged;
         self.store.account(charged as isize);
+        self.store.notify(&[self.key]);
         Ok(cas)
     }
 
@@ -316,6 +318,7 @@ impl<'a> Entry<'a> {
         };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
         if item.set_expire_in_place(expire_at) {
+            self.store.notify(&[self.key]);
             let cas = self.next_cas();
             item.set_cas(cas);
             self.shard

@@ -160,6 +160,11 @@ impl TagIndex {
         });
         let mut result: Option<Vec<u64>> = None;
         for p in &predicates {
+            if let Op::Between(a, b) = p.op {
+                if a > b {
+                    return Vec::new();
+                }
+            }
             let Some(index) = types.get(&p.ty) else {
                 return Vec::new();
             };
@@ -248,6 +253,8 @@ mod access {
             garbage.push(item);
         }
         store.account(-(freed_total as isize));
+        let keys: Vec<&[u8]> = garbage.iter().map(|i| i.key()).collect();
+        store.notify(&keys);
         store
             .cell(0)
             .expired

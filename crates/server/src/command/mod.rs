@@ -9,11 +9,13 @@ mod args;
 mod hashes;
 mod keys;
 pub mod ops;
+mod pubsub;
 mod server;
 pub mod stats;
 mod strings;
 mod table;
 mod tags;
+mod tracking_cmd;
 pub mod txn;
 
 use std::sync::Arc;
@@ -41,6 +43,8 @@ pub mod flags {
     pub const KEYSPACE: u16 = 1 << 6;
     /// Not allowed inside MULTI (WATCH).
     pub const NOMULTI: u16 = 1 << 7;
+    /// Allowed while a RESP2 connection is subscribed to channels.
+    pub const PUBSUB: u16 = 1 << 8;
 }
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -62,6 +66,11 @@ pub struct Conn {
     pub multi_dirty: bool,
     /// Keys under WATCH with the CAS they had (None: absent).
     pub watched: Vec<(Vec<u8>, Option<u64>)>,
+    /// Subscribed channels and patterns.
+    pub channels: Vec<Vec<u8>>,
+    pub patterns: Vec<Vec<u8>>,
+    /// CLIENT TRACKING state, when on.
+    pub tracking: Option<tracking_cmd::TrackingState>,
     /// The command handed its work to another thread, which will post the reply
     /// (`ClientInfo::post` with `resume`); the session stops until then.
     pub waiting: bool,
@@ -77,7 +86,28 @@ impl Conn {
             multi: None,
             multi_dirty: false,
             watched: Vec::new(),
+            channels: Vec::new(),
+            patterns: Vec::new(),
+            tracking: None,
             waiting: false,
+        }
+    }
+
+    /// Whether a RESP2 connection is in subscribed mode (only pub/sub commands allowed).
+    pub fn subscribed_resp2(&self) -> bool {
+        self.version == Version::Resp2 && !(self.channels.is_empty() && self.patterns.is_empty())
+    }
+
+    /// Drops what the connection registered elsewhere: subscriptions and tracking.
+    pub fn release(&mut self, shared: &Shared) {
+        for channel in self.channels.drain(..) {
+            shared.pubsub.unsubscribe(&channel, self.client.id);
+        }
+        for pattern in self.patterns.drain(..) {
+            shared.pubsub.punsubscribe(&pattern, self.client.id);
+        }
+        if let Some(state) = self.tracking.take() {
+            shared.tracking.disable(&state.tracker);
         }
     }
 }
@@ -92,8 +122,28 @@ pub fn execute(
     out: &mut Vec<u8>,
 ) {
     let started = std::time::Instant::now();
+    crate::tracking::set_current_client(conn.client.id);
     run(command, args, shared, conn, out);
+    if conn.tracking.is_some() {
+        remember_reads(command, args, shared, conn);
+    }
     stats::record(command, started.elapsed().as_nanos() as u64);
+}
+
+/// Client tracking: a tracked client's reads are remembered so that a change of the key sends
+/// it an invalidation. CLIENT CACHING applies to the one command after it.
+fn remember_reads(command: &Command, args: Args<'_>, shared: &Shared, conn: &mut Conn) {
+    let Some(state) = conn.tracking.as_mut() else {
+        return;
+    };
+    if command.has(flags::READONLY) && state.tracks_reads() {
+        for i in command.key_positions(args.len()) {
+            shared.tracking.remember(args.get(i), &state.tracker);
+        }
+    }
+    if command.name != "client" {
+        state.caching = None;
+    }
 }
 
 fn run(command: &Command, args: Args<'_>, shared: &Shared, conn: &mut Conn, out: &mut Vec<u8>) {

@@ -12,7 +12,7 @@ use crate::clients::KillFilter;
 use crate::config::{parse_size, MaxmemoryPolicy};
 
 /// The Redis version cairn reports, so that clients enable the features it implements.
-pub const REDIS_COMPAT_VERSION: &str = "7.2.4";
+pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
 
 fn wrong_args(ctx: &mut Ctx<'_, '_>) {
     let name = super::lower(ctx.arg(0));
@@ -20,6 +20,16 @@ fn wrong_args(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn ping(ctx: &mut Ctx<'_, '_>) {
+    if ctx.conn.subscribed_resp2() && ctx.argc() <= 2 {
+        let msg = if ctx.argc() == 2 {
+            ctx.args.get(1)
+        } else {
+            b""
+        };
+        ctx.array(2);
+        ctx.bulk(b"pong");
+        return ctx.bulk(msg);
+    }
     match ctx.argc() {
         1 => ctx.simple(b"PONG"),
         2 => ctx.bulk(ctx.args.get(1)),
@@ -447,7 +457,12 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
         }
         "kill" if ctx.argc() >= 4 && ctx.argc().is_multiple_of(2) => client_kill(ctx, me.id),
         "setinfo" | "no-evict" | "no-touch" | "reply" if ctx.argc() >= 3 => ctx.ok(),
-        "id" | "getname" | "setname" | "info" | "kill" | "setinfo" => wrong_args_sub(ctx, "client"),
+        "tracking" if ctx.argc() >= 3 => super::tracking_cmd::tracking(ctx),
+        "caching" if ctx.argc() == 3 => super::tracking_cmd::caching(ctx),
+        "getredir" if ctx.argc() == 2 => super::tracking_cmd::getredir(ctx),
+        "trackinginfo" if ctx.argc() == 2 => super::tracking_cmd::trackinginfo(ctx),
+        "id" | "getname" | "setname" | "info" | "kill" | "setinfo" | "tracking" | "caching"
+        | "getredir" | "trackinginfo" => wrong_args_sub(ctx, "client"),
         _ => unknown_subcommand(ctx, "CLIENT"),
     }
 }

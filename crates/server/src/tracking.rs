@@ -1,0 +1,264 @@
+//! Client-side caching support (Redis's CLIENT TRACKING): remembers which clients read which
+//! keys and pushes an invalidation to them when a key changes, from either protocol and on
+//! expiry, eviction, TAG.DEL and FLUSHALL.
+//!
+//! Default mode keeps a table key → clients, filled by the tracked clients' reads and emptied
+//! for a key when it changes (one invalidation per read, as in Redis). BCAST mode matches changed
+//! keys against registered prefixes instead. The table holds at most `--tracking-table-max-keys`
+//! keys; when full, the oldest-inserted shard entry goes, and its clients are told (never
+//! silence). Nothing here runs for writes while no client tracks: the store checks one flag.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use resp::reply::{self, Version};
+
+use crate::clients::ClientInfo;
+use crate::pubsub::version_of;
+
+const TABLE_SHARDS: usize = 64;
+pub const INVALIDATE_CHANNEL: &[u8] = b"__redis__:invalidate";
+
+thread_local! {
+    /// The client whose command is running on this thread, for NOLOOP.
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Marks `client_id` as the author of the writes that follow on this thread.
+pub fn set_current_client(client_id: u64) {
+    CURRENT.with(|c| c.set(client_id));
+}
+
+/// One client's tracking settings, shared by the table entries it created.
+pub struct Tracker {
+    /// The tracking client.
+    pub id: u64,
+    /// Who receives its invalidations (itself, or the REDIRECT client).
+    pub target: Arc<ClientInfo>,
+    pub noloop: bool,
+    /// Turned off (CLIENT TRACKING OFF, disconnect): stale table entries are skipped.
+    pub enabled: AtomicBool,
+    pub bcast_prefixes: Vec<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct TableShard {
+    keys: HashMap<Vec<u8>, Vec<Arc<Tracker>>>,
+    /// Insertion order, for dropping keys when the table is full.
+    order: std::collections::VecDeque<Vec<u8>>,
+}
+
+pub struct Tracking {
+    shards: Box<[Mutex<TableShard>]>,
+    hasher: RandomState,
+    keys: AtomicUsize,
+    max_keys: usize,
+    bcast: RwLock<Vec<Arc<Tracker>>>,
+    /// Every enabled tracker (for the flush message).
+    trackers: RwLock<Vec<Arc<Tracker>>>,
+    store: Arc<store::Store>,
+}
+
+impl Tracking {
+    pub fn new(store: Arc<store::Store>, max_keys: usize) -> Tracking {
+        Tracking {
+            shards: (0..TABLE_SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            keys: AtomicUsize::new(0),
+            max_keys: max_keys.max(1),
+            bcast: RwLock::new(Vec::new()),
+            trackers: RwLock::new(Vec::new()),
+            store,
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<TableShard> {
+        &self.shards[self.hasher.hash_one(key) as usize % TABLE_SHARDS]
+    }
+
+    /// Keys in the table (INFO tracking_total_keys).
+    pub fn table_keys(&self) -> usize {
+        self.keys.load(Relaxed)
+    }
+
+    /// Starts delivering invalidations for `tracker`; `bcast` matches every changed key against
+    /// its prefixes (all keys when it has none) instead of remembering reads.
+    pub fn enable(&self, tracker: Arc<Tracker>, bcast: bool) {
+        if bcast {
+            self.bcast.write().push(tracker.clone());
+        }
+        self.trackers.write().push(tracker);
+        self.store.set_listening(true);
+    }
+
+    pub fn disable(&self, tracker: &Arc<Tracker>) {
+        tracker.enabled.store(false, Relaxed);
+        self.bcast.write().retain(|t| !Arc::ptr_eq(t, tracker));
+        let mut trackers = self.trackers.write();
+        trackers.retain(|t| !Arc::ptr_eq(t, tracker));
+        if trackers.is_empty() {
+            self.store.set_listening(false);
+        }
+    }
+
+    /// Remembers that `tracker`'s client read `key`.
+    pub fn remember(&self, key: &[u8], tracker: &Arc<Tracker>) {
+        let mut dropped = None;
+        {
+            let mut shard = self.shard(key).lock();
+            let shard = &mut *shard;
+            match shard.keys.get_mut(key) {
+                Some(list) => {
+                    if !list.iter().any(|t| Arc::ptr_eq(t, tracker)) {
+                        list.push(tracker.clone());
+                    }
+                }
+                None => {
+                    shard.keys.insert(key.to_vec(), vec![tracker.clone()]);
+                    shard.order.push_back(key.to_vec());
+                    if self.keys.fetch_add(1, Relaxed) + 1 > self.max_keys {
+                        dropped = pop_oldest(shard);
+                    }
+                }
+            }
+        }
+        if let Some((key, trackers)) = dropped {
+            self.keys.fetch_sub(1, Relaxed);
+            send(&group(&[(&key, trackers)], 0));
+        }
+    }
+
+    fn changed(&self, keys: &[&[u8]]) {
+        let author = CURRENT.with(Cell::get);
+        let mut hits: Vec<(&[u8], Vec<Arc<Tracker>>)> = Vec::new();
+        for &key in keys {
+            let mut shard = self.shard(key).lock();
+            if let Some(trackers) = shard.keys.remove(key) {
+                self.keys.fetch_sub(1, Relaxed);
+                hits.push((key, trackers));
+            }
+        }
+        let bcast = self.bcast.read();
+        if !bcast.is_empty() {
+            for &key in keys {
+                let matching: Vec<Arc<Tracker>> = bcast
+                    .iter()
+                    .filter(|t| {
+                        t.bcast_prefixes.is_empty()
+                            || t.bcast_prefixes.iter().any(|p| key.starts_with(p))
+                    })
+                    .cloned()
+                    .collect();
+                if !matching.is_empty() {
+                    hits.push((key, matching));
+                }
+            }
+        }
+        if !hits.is_empty() {
+            send(&group(&hits, author));
+        }
+    }
+
+    fn flushed(&self) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let n = shard.keys.len();
+            shard.keys.clear();
+            shard.order.clear();
+            self.keys.fetch_sub(n, Relaxed);
+        }
+        let mut buf = Vec::new();
+        let mut seen = Vec::new();
+        for t in self.trackers.read().iter() {
+            if seen.contains(&t.target.id) {
+                continue;
+            }
+            seen.push(t.target.id);
+            buf.clear();
+            write_invalidation(&mut buf, &t.target, None);
+            t.target.post(&buf, false);
+        }
+    }
+}
+
+/// Takes the oldest key still in the shard's table.
+fn pop_oldest(shard: &mut TableShard) -> Option<(Vec<u8>, Vec<Arc<Tracker>>)> {
+    while let Some(key) = shard.order.pop_front() {
+        if let Some(trackers) = shard.keys.remove(&key) {
+            return Some((key, trackers));
+        }
+    }
+    None
+}
+
+/// Groups changed keys by receiving client, skipping disabled trackers and NOLOOP authors.
+fn group<'k>(
+    hits: &[(&'k [u8], Vec<Arc<Tracker>>)],
+    author: u64,
+) -> Vec<(Arc<ClientInfo>, Vec<&'k [u8]>)> {
+    let mut by_target: Vec<(Arc<ClientInfo>, Vec<&[u8]>)> = Vec::new();
+    for (key, trackers) in hits {
+        for t in trackers {
+            if !t.enabled.load(Relaxed) || (t.noloop && t.id == author) {
+                continue;
+            }
+            match by_target.iter_mut().find(|(c, _)| c.id == t.target.id) {
+                Some((_, keys)) => {
+                    if !keys.contains(key) {
+                        keys.push(key)
+                    }
+                }
+                None => by_target.push((t.target.clone(), vec![*key])),
+            }
+        }
+    }
+    by_target
+}
+
+fn send(groups: &[(Arc<ClientInfo>, Vec<&[u8]>)]) {
+    let mut buf = Vec::new();
+    for (target, keys) in groups {
+        buf.clear();
+        write_invalidation(&mut buf, target, Some(keys));
+        if !buf.is_empty() {
+            target.post(&buf, false);
+        }
+    }
+}
+
+/// An invalidation message in the receiver's protocol: a RESP3 `invalidate` push, or for RESP2
+/// (a REDIRECT target) a message on `__redis__:invalidate`. `None` means "everything".
+fn write_invalidation(buf: &mut Vec<u8>, target: &ClientInfo, keys: Option<&Vec<&[u8]>>) {
+    let version = version_of(target);
+    if version == Version::Resp3 {
+        reply::push_len(buf, 2, version);
+        reply::bulk(buf, b"invalidate");
+    } else {
+        reply::array_len(buf, 3);
+        reply::bulk(buf, b"message");
+        reply::bulk(buf, INVALIDATE_CHANNEL);
+    }
+    match keys {
+        Some(keys) => {
+            reply::array_len(buf, keys.len());
+            keys.iter().for_each(|k| reply::bulk(buf, k));
+        }
+        None => reply::null_array(buf, version),
+    }
+}
+
+/// Connects the store's change notifications to the tracking table.
+pub struct Listener(pub Arc<Tracking>);
+
+impl store::ChangeListener for Listener {
+    fn keys_changed(&self, keys: &[&[u8]]) {
+        self.0.changed(keys)
+    }
+    fn flushed(&self) {
+        self.0.flushed()
+    }
+}
