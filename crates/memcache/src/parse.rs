@@ -18,7 +18,7 @@ const BAD_FORMAT: &str = "bad command line format";
 /// Lines end at `\n`, with an optional `\r` before it; data blocks must be
 /// followed by exactly `\r\n`.
 pub fn parse(buf: &[u8], max_value_size: usize) -> Result<Parsed<'_>, Error> {
-    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+    let Some(nl) = memchr::memchr(b'\n', buf) else {
         return unterminated(buf);
     };
     let line = &buf[..nl];

@@ -65,7 +65,7 @@ impl<'a> Iterator for Keys<'a> {
             self.rest = rest;
             return None;
         }
-        let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+        let end = memchr::memchr(b' ', rest).unwrap_or(rest.len());
         let (tok, tail) = rest.split_at(end);
         self.rest = tail;
         Some(tok)

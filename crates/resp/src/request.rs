@@ -96,7 +96,7 @@ enum Line {
 /// instead. Mirroring that keeps our error messages identical to Redis's.
 fn header_line(buf: &[u8], start: usize, max_line: usize) -> Line {
     let rest = buf.get(start..).unwrap_or_default();
-    match rest.iter().position(|&b| b == b'\r') {
+    match memchr::memchr(b'\r', rest) {
         None if rest.len() > max_line => Line::TooBig,
         None => Line::Incomplete,
         Some(i) if i + 1 >= rest.len() => Line::Incomplete,

@@ -10,7 +10,7 @@ pub(super) fn parse(
     args: &mut Vec<Range<usize>>,
     scratch: &mut Vec<u8>,
 ) -> Result<(Parsed, ArgSource), ProtocolError> {
-    let newline = match buf.iter().position(|&b| b == b'\n') {
+    let newline = match memchr::memchr(b'\n', buf) {
         Some(i) => i,
         None if buf.len() > limits.max_inline_len => {
             return Err(ProtocolError::new("Protocol error: too big inline request"))

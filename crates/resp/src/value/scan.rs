@@ -58,7 +58,7 @@ fn line(buf: &[u8], pos: usize) -> Result<Option<(&[u8], usize)>, ProtocolError>
     let Some(rest) = buf.get(body_start..) else {
         return Ok(None);
     };
-    let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+    let Some(nl) = memchr::memchr(b'\n', rest) else {
         return Ok(None);
     };
     match nl.checked_sub(1).and_then(|cr| rest.get(..=cr)) {
