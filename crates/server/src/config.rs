@@ -77,6 +77,9 @@ pub struct Config {
     pub client_output_limit: u64,
     pub max_tags_per_record: usize,
     pub tracking_table_max_keys: usize,
+    pub sql_timeout: std::time::Duration,
+    pub sql_max_result: usize,
+    pub sql_maxmemory: u64,
 }
 
 const DEFAULT_PORT: u16 = 6380;
@@ -163,6 +166,18 @@ struct Args {
     /// Keys the client-tracking table remembers; past it, the oldest are invalidated and dropped.
     #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = parse_positive)]
     tracking_table_max_keys: usize,
+
+    /// Longest an SQL statement may run before it is interrupted (e.g. 1s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    sql_timeout: std::time::Duration,
+
+    /// Largest SQL result; a bigger one is cut off with an error.
+    #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size_usize)]
+    sql_max_result: usize,
+
+    /// Memory limit of the SQL tables (0 = unlimited); at the limit SQL writes fail with OOM.
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
+    sql_maxmemory: u64,
 
     /// Most typed tags one record may carry (1 to 255).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..))]
@@ -264,6 +279,9 @@ impl Config {
             client_output_limit: a.client_output_limit,
             max_tags_per_record: a.max_tags_per_record as usize,
             tracking_table_max_keys: a.tracking_table_max_keys,
+            sql_timeout: a.sql_timeout,
+            sql_max_result: a.sql_max_result,
+            sql_maxmemory: a.sql_maxmemory,
         }
     }
 
@@ -320,6 +338,28 @@ fn file_to_args(text: &str) -> Result<Vec<OsString>, String> {
 
 /// Parses a size: a number with an optional case-insensitive suffix b, k/kb, m/mb, g/gb, t/tb
 /// (all powers of 1024).
+/// Parses a duration: `1s`, `500ms`, `2m`, or a bare number of milliseconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (digits, unit_ms) = if let Some(d) = t.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = t.strip_suffix('s') {
+        (d, 1000)
+    } else if let Some(d) = t.strip_suffix('m') {
+        (d, 60_000)
+    } else {
+        (t.as_str(), 1)
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid duration '{s}' (e.g. 1s, 500ms)"))?;
+    n.checked_mul(unit_ms)
+        .filter(|&ms| ms > 0)
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| format!("invalid duration '{s}' (must be positive)"))
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

@@ -171,6 +171,10 @@ impl Session {
         }
         self.conn.client.set_last_command(command.name);
         if let Some(queue) = self.conn.multi.as_mut() {
+            if command.has(flags::DEFERRED) {
+                let msg = format!("ERR '{}' cannot run inside MULTI", command.name);
+                return self.reject(out, msg.as_bytes());
+            }
             if !command.has(flags::NOQUEUE) {
                 queue.push(OwnedArgs::copy(&args));
                 return resp::reply::simple(out, b"QUEUED");

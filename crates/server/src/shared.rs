@@ -75,6 +75,8 @@ impl Settings {
 pub struct Shared {
     pub config: Config,
     pub pubsub: crate::pubsub::PubSub,
+    /// The SQL engine; None if it could not start (SQL commands then say so).
+    pub sql: Option<Arc<sql::SqlEngine>>,
     pub tracking: Arc<crate::tracking::Tracking>,
     pub settings: Settings,
     pub store: Arc<store::Store>,
@@ -98,8 +100,22 @@ impl Shared {
             config.tracking_table_max_keys,
         ));
         store.set_listener(Arc::new(crate::tracking::Listener(tracking.clone())));
+        let sql_config = sql::SqlConfig {
+            timeout: config.sql_timeout,
+            max_result_bytes: config.sql_max_result,
+            max_memory: config.sql_maxmemory,
+            ..sql::SqlConfig::default()
+        };
+        let sql = match sql::SqlEngine::new(sql_config) {
+            Ok(engine) => Some(engine),
+            Err(e) => {
+                tracing::error!("SQL engine did not start: {e}");
+                None
+            }
+        };
         Arc::new(Shared {
             pubsub: crate::pubsub::PubSub::default(),
+            sql,
             tracking,
             settings: Settings::new(&config),
             config,

@@ -237,6 +237,24 @@ fn select(route: &Route, id: i64) {
     })
 }
 
+/// A heavy read: a full scan with an aggregate (about 10 ms on 100k rows).
+const SCAN: &str = "SELECT count(*), sum(n) FROM t WHERE v LIKE '%99%'";
+
+fn scan(route: &Route) {
+    let gate = route.gate.clone();
+    route.readers.call(move |c| {
+        let _g = gate.as_ref().map(|g| g.read());
+        let mut st = c.prepare_cached(SCAN).unwrap();
+        loop {
+            match st.query_row([], |r| r.get::<_, i64>(0)) {
+                Ok(n) => return assert!(n > 0),
+                Err(e) if is_locked(&e) => thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+}
+
 fn insert(route: &Route, id: i64) {
     let gate = route.gate.clone();
     route.writer.call(move |c| {
@@ -264,6 +282,32 @@ fn is_locked(e: &rusqlite::Error) -> bool {
 
 /// Runs `readers` SELECT clients and `writers` INSERT clients for `secs`; returns ops/s each.
 fn drive(t: &Arc<Route>, u: &Arc<Route>, readers: usize, writers: usize, secs: f64) -> (f64, f64) {
+    drive_with(t, u, readers, writers, secs, false)
+}
+
+/// As `drive`; with `heavy` the readers run `SCAN` instead of a primary-key lookup. The best of
+/// three runs is kept: on a shared 2-core machine, other processes only ever slow a run down.
+fn drive_with(
+    t: &Arc<Route>,
+    u: &Arc<Route>,
+    readers: usize,
+    writers: usize,
+    secs: f64,
+    heavy: bool,
+) -> (f64, f64) {
+    (0..3)
+        .map(|_| drive_once(t, u, readers, writers, secs, heavy))
+        .fold((0.0, 0.0), |a, b| (a.0.max(b.0), a.1.max(b.1)))
+}
+
+fn drive_once(
+    t: &Arc<Route>,
+    u: &Arc<Route>,
+    readers: usize,
+    writers: usize,
+    secs: f64,
+    heavy: bool,
+) -> (f64, f64) {
     let stop = Arc::new(AtomicBool::new(false));
     let (reads, writes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut hs = Vec::new();
@@ -275,7 +319,11 @@ fn drive(t: &Arc<Route>, u: &Arc<Route>, readers: usize, writers: usize, secs: f
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                select(&t, (x % ROWS as u64) as i64);
+                if heavy {
+                    scan(&t)
+                } else {
+                    select(&t, (x % ROWS as u64) as i64)
+                }
                 reads.fetch_add(1, Ordering::Relaxed);
             }
         }));
@@ -337,13 +385,20 @@ fn raw_select(open: Arc<dyn Fn() -> Connection + Send + Sync>, threads: usize, s
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let secs: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let secs: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let clients: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(4);
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     println!("# {cores} cores, {clients} clients, {secs}s per figure, {ROWS} rows in t");
     println!(
-        "{:<16} {:>12} {:>12} {:>12} {:>14} {:>14}",
-        "design", "select x1/s", "select xN/s", "insert/s", "mixed sel/s", "mixed ins/s"
+        "{:<16} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9} {:>9}",
+        "design",
+        "select x1/s",
+        "select xN/s",
+        "insert/s",
+        "mix sel/s",
+        "mix ins/s",
+        "scan x1/s",
+        "scan xN/s"
     );
     for design in [
         "actor",
@@ -360,7 +415,11 @@ fn main() {
         let (sn, _) = drive(&t, &u, clients, 0, secs);
         let (_, ins) = drive(&t, &u, 0, 1, secs);
         let (ms, mi) = drive(&t, &u, clients.saturating_sub(1).max(1), 1, secs);
-        println!("{design:<16} {s1:>12.0} {sn:>12.0} {ins:>12.0} {ms:>14.0} {mi:>14.0}");
+        let (c1, _) = drive_with(&t, &u, 1, 0, secs, true);
+        let (cn, _) = drive_with(&t, &u, clients, 0, secs, true);
+        println!(
+            "{design:<16} {s1:>11.0} {sn:>11.0} {ins:>9.0} {ms:>11.0} {mi:>11.0} {c1:>9.1} {cn:>9.1}"
+        );
         drop((t, u));
         for p in pools {
             if let Ok(p) = Arc::try_unwrap(p) {
@@ -370,7 +429,10 @@ fn main() {
         drop(keeper);
     }
     println!("\n# without the queue: each thread owns a connection (SQLite's own concurrency)");
-    println!("{:<16} {:>12} {:>12}", "database", "select x1/s", "select xN/s");
+    println!(
+        "{:<16} {:>12} {:>12}",
+        "database", "select x1/s", "select xN/s"
+    );
     let pid = std::process::id();
     for (name, open) in [
         ("shared-cache", shared_cache_opener(format!("raw-sc-{pid}"))),
@@ -378,9 +440,18 @@ fn main() {
     ] {
         let keeper = open();
         let pool = Pool::new(1, open.clone());
-        let route = Route { readers: Arc::new(Pool::new(0, open.clone())), writer: Arc::new(pool), gate: None };
+        let route = Route {
+            readers: Arc::new(Pool::new(0, open.clone())),
+            writer: Arc::new(pool),
+            gate: None,
+        };
         populate(&route, "t", ROWS);
-        let (s1, sn) = (raw_select(open.clone(), 1, secs), raw_select(open, clients, secs));
+        let best = |n: usize| {
+            (0..3)
+                .map(|_| raw_select(open.clone(), n, secs))
+                .fold(0.0, f64::max)
+        };
+        let (s1, sn) = (best(1), best(clients));
         println!("{name:<16} {s1:>12.0} {sn:>12.0}");
         drop((route, keeper));
     }

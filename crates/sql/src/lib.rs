@@ -1,1 +1,220 @@
-//! placeholder
+//! cairn's SQL engine: sandboxed in-memory SQLite tables with per-table expiry rules (the
+//! SQLcached face, issue 5). It knows nothing of sockets or RESP: the server turns commands
+//! into [`Request`]s and [`Reply`]s back into protocol replies.
+//!
+//! Design (chosen by measurement, see `examples/designs.rs`): one in-memory database in
+//! SQLite's `memdb` VFS, opened by a pool of reader connections and one writer connection, each
+//! owned by its own thread. memdb gives every connection its own pager over one shared image,
+//! so readers of the same table run in parallel; SQLite allows one writer at a time anyway, so
+//! writes, DDL and expiry go through the single writer thread. Callers never run SQL: they
+//! queue a request and get a callback on an engine thread.
+//!
+//! Semantics the server relies on:
+//! - Arguments arrive as bytes; [`Value::from_bulk`] binds valid UTF-8 as TEXT, anything else
+//!   as BLOB. `CAST(? AS BLOB)` forces a blob; column affinity turns numeric text into numbers.
+//! - `Exec` takes a `;`-separated script; its `?` parameters are consumed in order. `Query`
+//!   takes one statement (it may write, e.g. `INSERT … RETURNING`). A transaction must begin
+//!   and end within one request: connections are pooled.
+//! - Expiry: AGE and ROWS count from a row's last write (INSERT, UPDATE or REPLACE); OPS counts
+//!   statements touching the table. Rows go lazily (before a statement on the table) and in the
+//!   background (`sweep_interval`, 1000 rows per transaction). Per-row metadata lives in
+//!   `_cairn_meta_<table>(rid, seq, written_ms, op_stamp)`, readable with
+//!   `SELECT t.*, m.written_ms FROM t JOIN _cairn_meta_t AS m ON m.rid = t.rowid`; rules are in
+//!   `_cairn_expiry`; `cairn_now()` is the engine clock in ms. `_cairn_*` is read-only to users.
+//! - Errors carry the client-facing text in [`SqlError::message`]; [`ErrorKind`] classifies it.
+
+mod catalog;
+mod conn;
+mod error;
+mod exec;
+mod expiry;
+mod queue;
+mod registry;
+mod sandbox;
+mod shared;
+mod types;
+mod worker;
+
+pub use error::{ErrorKind, SqlError};
+pub use types::{ColumnInfo, ExpiryRules, Reply, Request, SqlStats, Value};
+
+use conn::Conn;
+use parking_lot::Mutex;
+use shared::{Job, Shared};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+/// Engine settings; the server maps its `--sql-*` flags onto these.
+#[derive(Clone, Debug)]
+pub struct SqlConfig {
+    /// `--sql-timeout`: longest a statement may run (or wait for a lock).
+    pub timeout: Duration,
+    /// `--sql-max-result`: largest result, in bytes (payload plus 16 per value).
+    pub max_result_bytes: usize,
+    /// `--sql-maxmemory`: largest database image in bytes (0 = unlimited); at the limit writes
+    /// fail with [`ErrorKind::OutOfMemory`] while reads and deletes keep working.
+    pub max_memory: u64,
+    /// Reader threads (connections). The writer thread comes on top.
+    pub threads: usize,
+    /// How often the writer looks for expired rows in the background.
+    pub sweep_interval: Duration,
+}
+
+impl Default for SqlConfig {
+    fn default() -> SqlConfig {
+        let cores = thread::available_parallelism().map_or(2, |n| n.get());
+        SqlConfig {
+            timeout: Duration::from_secs(1),
+            max_result_bytes: 64 << 20,
+            max_memory: 0,
+            threads: cores.clamp(2, 8),
+            sweep_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Completion callback of [`SqlEngine::submit`].
+pub type Done = Box<dyn FnOnce(Result<Reply, SqlError>) + Send>;
+
+pub struct SqlEngine {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    interrupts: Vec<rusqlite::InterruptHandle>,
+}
+
+/// Distinguishes the memdb images of engines in one process (tests start many).
+static NEXT_DB: AtomicU64 = AtomicU64::new(0);
+
+impl SqlEngine {
+    pub fn new(mut config: SqlConfig) -> Result<Arc<SqlEngine>, SqlError> {
+        config.threads = config.threads.max(1);
+        let uri = format!(
+            "file:/cairn-sql-{}-{}?vfs=memdb",
+            std::process::id(),
+            NEXT_DB.fetch_add(1, Ordering::Relaxed)
+        );
+        let shared = Arc::new(Shared::new(config, uri));
+        let cfg = &shared.config;
+        // The writer opens first and creates the image; it lives while any connection is open.
+        let writer = Conn::open(&shared)?;
+        let cap = if cfg.max_memory > 0 {
+            cfg.max_memory.min(i64::MAX as u64) as i64
+        } else {
+            1 << 50
+        };
+        if !conn::set_size_limit(&writer.db, cap) {
+            return Err(SqlError::new(
+                ErrorKind::Sqlite,
+                "cannot set the SQL memory limit",
+            ));
+        }
+        if cfg.max_memory > 0 {
+            // Process-wide (only this engine uses SQLite): page caches shrink under pressure.
+            unsafe { rusqlite::ffi::sqlite3_soft_heap_limit64(cap) };
+        }
+        writer.internal(|db| db.execute_batch(expiry::INIT))?;
+        // The writer touches pages all over the image (tables, indexes, row metadata); a bigger
+        // cache saves re-reading them from the memdb image. Readers keep SQLite's 2 MB: every
+        // write invalidates their caches anyway.
+        let cache_kib = match cfg.max_memory {
+            0 => 32768,
+            max => (max / 4 / 1024).clamp(2048, 32768),
+        };
+        writer.internal(|db| db.pragma_update(None, "cache_size", -(cache_kib as i64)))?;
+        let readers = (0..cfg.threads)
+            .map(|_| Conn::open(&shared))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut interrupts = vec![writer.db.get_interrupt_handle()];
+        interrupts.extend(readers.iter().map(|c| c.db.get_interrupt_handle()));
+        let mut threads = Vec::new();
+        let s = shared.clone();
+        threads.push(spawn("sql-writer".into(), move || {
+            worker::writer(s, writer)
+        })?);
+        for (i, conn) in readers.into_iter().enumerate() {
+            let s = shared.clone();
+            threads.push(spawn(format!("sql-reader-{i}"), move || {
+                worker::reader(s, conn)
+            })?);
+        }
+        Ok(Arc::new(SqlEngine {
+            shared,
+            threads: Mutex::new(threads),
+            interrupts,
+        }))
+    }
+
+    /// Runs `request` on an engine thread and calls `done` there with the result. Never blocks
+    /// beyond queueing. After [`shutdown`](Self::shutdown), `done` is called at once, on the
+    /// caller's thread, with an [`ErrorKind::Shutdown`] error.
+    pub fn submit(&self, request: Request, done: Done) {
+        let queue = match &request {
+            Request::Exec { .. } | Request::Expire { rules: Some(_), .. } => &self.shared.writer,
+            _ => &self.shared.readers,
+        };
+        if let Err(job) = queue.push(Job::Request(request, done)) {
+            job.abandon();
+        }
+    }
+
+    /// Blocking convenience over [`submit`](Self::submit) (tests, tools).
+    pub fn run(&self, request: Request) -> Result<Reply, SqlError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.submit(
+            request,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().unwrap_or_else(|_| Err(SqlError::shutdown()))
+    }
+
+    pub fn stats(&self) -> SqlStats {
+        self.shared.stats()
+    }
+
+    /// Stops the engine: queued requests fail with [`ErrorKind::Shutdown`], running statements
+    /// are interrupted, threads are joined. Idempotent.
+    pub fn shutdown(&self) {
+        for job in self
+            .shared
+            .readers
+            .close()
+            .into_iter()
+            .chain(self.shared.writer.close())
+        {
+            job.abandon();
+        }
+        for h in &self.interrupts {
+            h.interrupt();
+        }
+        let me = thread::current().id();
+        for t in self.threads.lock().drain(..) {
+            // A callback may drop the last handle on an engine thread: never join oneself.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+    }
+
+    /// Moves the engine clock forward (tests of AGE expiry without sleeping).
+    #[doc(hidden)]
+    pub fn advance_clock(&self, by: Duration) {
+        self.shared.clock.advance(by.as_millis() as i64);
+    }
+}
+
+impl Drop for SqlEngine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, SqlError> {
+    thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|e| SqlError::new(ErrorKind::Sqlite, format!("cannot start SQL thread: {e}")))
+}

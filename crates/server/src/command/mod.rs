@@ -11,6 +11,7 @@ mod keys;
 pub mod ops;
 mod pubsub;
 mod server;
+mod sql;
 pub mod stats;
 mod strings;
 mod table;
@@ -45,6 +46,8 @@ pub mod flags {
     pub const NOMULTI: u16 = 1 << 7;
     /// Allowed while a RESP2 connection is subscribed to channels.
     pub const PUBSUB: u16 = 1 << 8;
+    /// Replies later from another thread (SQL): cannot be queued by MULTI.
+    pub const DEFERRED: u16 = 1 << 9;
 }
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::flags::*;
-use super::{hashes, keys, pubsub, server, strings, tags, txn, Handler};
+use super::{hashes, keys, pubsub, server, sql, strings, tags, txn, Handler};
 
 pub struct Command {
     pub name: &'static str,
@@ -172,6 +172,12 @@ pub static COMMANDS: &[Command] = &[
     cmd("tag.keys", -4, R, NONE, tags::keys, "Returns the keys of a tag group."),
     cmd("tag.count", -4, RF, NONE, tags::count, "Counts the records of a tag group."),
     cmd("tag.del", -4, W, NONE, tags::del, "Removes every record of a tag group at once."),
+    // SQL tables (the engine runs them on its own threads).
+    cmd("sql.exec", -2, WRITE | DEFERRED, NONE, sql::exec, "Runs SQL statements (DDL and writes) with ? parameters; replies rows changed."),
+    cmd("sql.query", -2, READONLY | DEFERRED, NONE, sql::query, "Runs one SQL query with ? parameters; replies [columns, rows]."),
+    cmd("sql.expire", -2, WRITE | DEFERRED, NONE, sql::expire, "Sets or shows a table's expiry rules (AGE, ROWS, OPS)."),
+    cmd("sql.tables", 1, READONLY | DEFERRED, NONE, sql::tables, "Lists the SQL tables."),
+    cmd("sql.describe", 2, READONLY | DEFERRED, NONE, sql::describe, "Describes an SQL table's columns."),
 ];
 
 /// Finds a command by name, case-insensitively, without allocating.

@@ -1,0 +1,171 @@
+//! SQL.EXEC, SQL.QUERY, SQL.EXPIRE, SQL.TABLES and SQL.DESCRIBE: requests for the SQL engine.
+//!
+//! SQL never runs on an I/O thread: the handler hands the request to the engine and marks the
+//! connection waiting; the engine's thread encodes the reply and posts it to the client's
+//! mailbox, which resumes the connection. Key-value traffic on the same thread goes on meanwhile.
+
+use std::time::Duration;
+
+use resp::reply::{self, Version};
+use sql::{ExpiryRules, Reply, Request, SqlError, Value};
+
+use super::{parse_i64, Ctx};
+
+fn params(ctx: &Ctx<'_, '_>) -> Vec<Value> {
+    ctx.args
+        .tail(2)
+        .map(|a| Value::from_bulk(a.to_vec()))
+        .collect()
+}
+
+/// Sends `request` to the engine; the reply arrives through the mailbox.
+fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
+    let Some(engine) = ctx.shared.sql.as_ref() else {
+        return ctx.err(b"ERR SQL is disabled on this server");
+    };
+    let client = ctx.conn.client.clone();
+    let version = ctx.conn.version;
+    ctx.conn.waiting = true;
+    engine.submit(
+        request,
+        Box::new(move |result| {
+            let mut out = Vec::new();
+            encode(&mut out, version, result);
+            client.post(&out, true);
+        }),
+    );
+}
+
+pub fn exec(ctx: &mut Ctx<'_, '_>) {
+    let request = Request::Exec {
+        sql: ctx.arg(1).to_vec(),
+        params: params(ctx),
+    };
+    submit(ctx, request)
+}
+
+pub fn query(ctx: &mut Ctx<'_, '_>) {
+    let request = Request::Query {
+        sql: ctx.arg(1).to_vec(),
+        params: params(ctx),
+    };
+    submit(ctx, request)
+}
+
+pub fn tables(ctx: &mut Ctx<'_, '_>) {
+    submit(ctx, Request::Tables)
+}
+
+pub fn describe(ctx: &mut Ctx<'_, '_>) {
+    let table = String::from_utf8_lossy(ctx.arg(1)).into_owned();
+    submit(ctx, Request::Describe { table })
+}
+
+/// SQL.EXPIRE table [AGE seconds] [ROWS n] [OPS n]; with no rule, shows the table's rules.
+pub fn expire(ctx: &mut Ctx<'_, '_>) {
+    let table = String::from_utf8_lossy(ctx.arg(1)).into_owned();
+    if ctx.argc() == 2 {
+        return submit(ctx, Request::Expire { table, rules: None });
+    }
+    if ctx.argc() % 2 != 0 {
+        return ctx.err(super::SYNTAX);
+    }
+    let mut rules = ExpiryRules::default();
+    for i in (2..ctx.argc()).step_by(2) {
+        let Some(n) = parse_i64(ctx.arg(i + 1)).filter(|&n| n >= 0) else {
+            return ctx.err(
+                b"ERR SQL.EXPIRE rule values must be non-negative integers (0 turns a rule off)",
+            );
+        };
+        let set = (n > 0).then_some(n as u64);
+        match super::lower(ctx.arg(i)).as_str() {
+            "age" => rules.age = set.map(Duration::from_secs),
+            "rows" => rules.rows = set,
+            "ops" => rules.ops = set,
+            _ => return ctx.err(b"ERR SQL.EXPIRE rules are AGE seconds, ROWS n and OPS n"),
+        }
+    }
+    submit(
+        ctx,
+        Request::Expire {
+            table,
+            rules: Some(rules),
+        },
+    )
+}
+
+fn value(out: &mut Vec<u8>, version: Version, v: &Value) {
+    match v {
+        Value::Null => reply::null(out, version),
+        Value::Integer(i) => reply::integer(out, *i),
+        Value::Real(f) => reply::double(out, *f, version),
+        Value::Text(t) | Value::Blob(t) => reply::bulk(out, t),
+    }
+}
+
+fn rules(out: &mut Vec<u8>, version: Version, r: &ExpiryRules) {
+    reply::map_len(out, 3, version);
+    for (name, v) in [
+        ("age", r.age.map(|d| d.as_secs())),
+        ("rows", r.rows),
+        ("ops", r.ops),
+    ] {
+        reply::bulk(out, name.as_bytes());
+        match v {
+            Some(n) => reply::integer(out, n as i64),
+            None => reply::null(out, version),
+        }
+    }
+}
+
+/// Encodes an engine result. SQL.QUERY replies `[columns, rows]`: RESP2 rows are arrays, RESP3
+/// rows are maps column → value with typed values (integer, double, null).
+fn encode(out: &mut Vec<u8>, version: Version, result: Result<Reply, SqlError>) {
+    match result {
+        Err(e) => reply::error(out, format!("ERR {}", e.message).as_bytes()),
+        Ok(Reply::Changed(n)) => reply::integer(out, n as i64),
+        Ok(Reply::Ok) => reply::ok(out),
+        Ok(Reply::Rules(r)) => rules(out, version, &r),
+        Ok(Reply::Tables(names)) => {
+            reply::array_len(out, names.len());
+            names.iter().for_each(|n| reply::bulk(out, n.as_bytes()));
+        }
+        Ok(Reply::Describe(columns)) => {
+            reply::array_len(out, columns.len());
+            for c in columns {
+                reply::map_len(out, 5, version);
+                reply::bulk(out, b"name");
+                reply::bulk(out, c.name.as_bytes());
+                reply::bulk(out, b"type");
+                reply::bulk(out, c.decl_type.as_bytes());
+                reply::bulk(out, b"notnull");
+                reply::integer(out, i64::from(c.not_null));
+                reply::bulk(out, b"default");
+                match &c.default {
+                    Some(d) => reply::bulk(out, d.as_bytes()),
+                    None => reply::null(out, version),
+                }
+                reply::bulk(out, b"pk");
+                reply::integer(out, i64::from(c.primary_key));
+            }
+        }
+        Ok(Reply::Rows { columns, rows }) => {
+            reply::array_len(out, 2);
+            reply::array_len(out, columns.len());
+            columns.iter().for_each(|c| reply::bulk(out, c.as_bytes()));
+            reply::array_len(out, rows.len());
+            for row in &rows {
+                if version == Version::Resp3 {
+                    reply::map_len(out, row.len(), version);
+                    for (c, v) in columns.iter().zip(row) {
+                        reply::bulk(out, c.as_bytes());
+                        value(out, version, v);
+                    }
+                } else {
+                    reply::array_len(out, row.len());
+                    row.iter().for_each(|v| value(out, version, v));
+                }
+            }
+        }
+    }
+}

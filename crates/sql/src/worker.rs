@@ -1,0 +1,246 @@
+//! The engine's threads: a pool of readers (queries and catalog requests) and one writer
+//! (everything that writes, and expiry), each owning one connection for its whole life.
+
+use crate::conn::Conn;
+use crate::exec::{self, Effects, Outcome, Side};
+use crate::expiry;
+use crate::queue::Pop;
+use crate::shared::{Done, Job, Shared};
+use crate::{catalog, Reply, Request, SqlError};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) fn reader(shared: Arc<Shared>, mut conn: Conn) {
+    loop {
+        match shared.readers.pop(None) {
+            Pop::Job(job) => reader_job(&shared, &mut conn, job),
+            Pop::Idle => {}
+            Pop::Closed => return,
+        }
+    }
+}
+
+pub(crate) fn writer(shared: Arc<Shared>, mut conn: Conn) {
+    let every = shared.config.sweep_interval;
+    let mut next_sweep = Instant::now() + every;
+    loop {
+        match shared.writer.pop(Some(next_sweep)) {
+            Pop::Job(job) => writer_job(&shared, &mut conn, job),
+            Pop::Idle => {}
+            Pop::Closed => return,
+        }
+        if Instant::now() >= next_sweep {
+            let _ = guarded(&mut conn, |conn| sweep(&shared, conn));
+            next_sweep = Instant::now() + every;
+        }
+    }
+}
+
+fn reader_job(shared: &Shared, conn: &mut Conn, job: Job) {
+    let Job::Request(req, done) = job else {
+        // Expiry is the writer's; a misrouted job goes where it belongs.
+        return forward(shared, job);
+    };
+    let out = match req {
+        Request::Query { sql, params } => {
+            let run = guarded(conn, |conn| {
+                Ok(exec::query(shared, conn, Side::Reader, &sql, &params))
+            });
+            match run {
+                Ok(Outcome::ToWriter) => {
+                    return forward(shared, Job::Request(Request::Query { sql, params }, done))
+                }
+                Ok(Outcome::Done(r, _)) => r,
+                Err(e) => Err(e),
+            }
+        }
+        req @ (Request::Exec { .. } | Request::Expire { rules: Some(_), .. }) => {
+            return forward(shared, Job::Request(req, done));
+        }
+        other => guarded(conn, |conn| catalog_request(shared, conn, other)),
+    };
+    reply(done, out);
+}
+
+fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
+    match job {
+        Job::Expire {
+            table,
+            basis,
+            waiter,
+        } => {
+            let full = waiter.is_some();
+            let r = guarded(conn, |conn| {
+                expiry::expire(shared, conn, &table, basis, full)
+            });
+            match waiter {
+                Some(w) => {
+                    let _ = w.send(r.map(|_| ()));
+                }
+                None if matches!(r, Ok(true)) => {
+                    // More to remove: go to the back of the line so other writes interleave.
+                    let again = Job::Expire {
+                        table,
+                        basis: None,
+                        waiter: None,
+                    };
+                    let _ = shared.writer.push(again);
+                }
+                None => {}
+            }
+            after_write(
+                shared,
+                conn,
+                &Effects {
+                    ddl: false,
+                    wrote: true,
+                },
+            );
+        }
+        Job::Request(req, done) => {
+            let (out, fx) = match req {
+                Request::Exec { sql, params } => {
+                    let mut fx = Effects::default();
+                    let r = guarded(conn, |conn| {
+                        let (r, f) = exec::exec(shared, conn, &sql, &params);
+                        fx = f;
+                        r
+                    });
+                    (r, fx)
+                }
+                Request::Query { sql, params } => {
+                    let mut fx = Effects::default();
+                    let r = guarded(conn, |conn| {
+                        match exec::query(shared, conn, Side::Writer, &sql, &params) {
+                            Outcome::Done(r, f) => {
+                                fx = f;
+                                r
+                            }
+                            Outcome::ToWriter => unreachable!("the writer runs every statement"),
+                        }
+                    });
+                    (r, fx)
+                }
+                Request::Expire {
+                    table,
+                    rules: Some(rules),
+                } => {
+                    let r = guarded(conn, |conn| expiry::set(shared, conn, &table, rules));
+                    (
+                        r,
+                        Effects {
+                            ddl: true,
+                            wrote: true,
+                        },
+                    )
+                }
+                other => (
+                    guarded(conn, |conn| catalog_request(shared, conn, other)),
+                    Effects::default(),
+                ),
+            };
+            after_write(shared, conn, &fx);
+            reply(done, out);
+        }
+    }
+}
+
+/// Requests either side can answer.
+fn catalog_request(shared: &Shared, conn: &mut Conn, req: Request) -> Result<Reply, SqlError> {
+    match req {
+        Request::Tables => catalog::tables(conn),
+        Request::Describe { table } => catalog::describe(conn, &table),
+        Request::Expire { table, rules: None } => expiry::show(shared, conn, &table),
+        _ => Err(SqlError::bad("request routed to the wrong engine thread")),
+    }
+}
+
+/// Writer bookkeeping after a job (its changes are committed by now): invalidate cached
+/// expiry heads, follow schema changes, refresh the data size.
+fn after_write(shared: &Shared, conn: &mut Conn, fx: &Effects) {
+    if fx.ddl || fx.wrote {
+        shared.data_changed();
+    }
+    if fx.ddl {
+        shared.schema_changed();
+        let _ = guarded(conn, |conn| expiry::reconcile(shared, conn));
+    }
+    if fx.ddl || fx.wrote {
+        let bytes = conn.internal(|db| {
+            db.query_row(
+                "SELECT p.page_count * s.page_size FROM pragma_page_count() AS p, pragma_page_size() AS s",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+        });
+        if let Ok(b) = bytes {
+            shared.counters.data_bytes.store(b.max(0) as u64, Relaxed);
+        }
+    }
+}
+
+/// The periodic pass: one batch per table with expired rows; more batches are queued.
+fn sweep(shared: &Shared, conn: &mut Conn) -> Result<(), SqlError> {
+    let mut removed = false;
+    for t in shared.registry.all() {
+        if !expiry::due(shared, conn, &t, t.ops(), false) {
+            continue;
+        }
+        removed = true;
+        if let Ok(true) = expiry::expire(shared, conn, &t, None, false) {
+            let again = Job::Expire {
+                table: t,
+                basis: None,
+                waiter: None,
+            };
+            let _ = shared.writer.push(again);
+        }
+    }
+    if removed {
+        after_write(
+            shared,
+            conn,
+            &Effects {
+                ddl: false,
+                wrote: true,
+            },
+        );
+    }
+    Ok(())
+}
+
+fn forward(shared: &Shared, job: Job) {
+    if let Err(job) = shared.writer.push(job) {
+        job.abandon();
+    }
+}
+
+/// Runs `f`, turning a panic into an error and leaving the connection usable: no transaction
+/// left open, no half-collected authorizer state, no analyses that may be wrong.
+fn guarded<R>(
+    conn: &mut Conn,
+    f: impl FnOnce(&mut Conn) -> Result<R, SqlError>,
+) -> Result<R, SqlError> {
+    match catch_unwind(AssertUnwindSafe(|| f(conn))) {
+        Ok(r) => r,
+        Err(_) => {
+            if !conn.db.is_autocommit() {
+                let _ = conn.internal(|db| db.execute_batch("ROLLBACK"));
+            }
+            conn.auth.lock().reset();
+            conn.auth.lock().internal = false;
+            conn.analyses.clear();
+            Err(SqlError::new(
+                crate::ErrorKind::Sqlite,
+                "internal error in the SQL engine",
+            ))
+        }
+    }
+}
+
+/// Hands the result to the server's callback; a panicking callback must not kill the thread.
+fn reply(done: Done, out: Result<Reply, SqlError>) {
+    let _ = catch_unwind(AssertUnwindSafe(move || done(out)));
+}
