@@ -3,8 +3,10 @@
 #   make test    install test deps if missing (scripts/setup.sh), cargo tests, then the
 #                Python integration tests (tests/) against target/release/cairn-server
 #   make run     build and run the server in the foreground (extra flags: ARGS="--port 7000")
-#   make build   release build of the server
+#   make build   release build of the server and of the load generator (cairn-bench)
 #   make fmt     format the Rust code;  make lint: rustfmt --check + clippy -D warnings
+#   make bench   the benchmark suite against Redis and memcached (bench/README.md): results,
+#                tables and plots in bench/results/;  make bench-quick: < 3 minutes, bench/results/quick/
 #   make clean   remove build outputs and the test venv
 #
 # Knobs: PYTEST_ARGS="-k hashes -x", CAIRN_MODES=reactor (subset of server modes),
@@ -24,12 +26,12 @@ CARGO_TEST_TIMEOUT ?= 2400
 PYTEST_TIMEOUT     ?= 1500
 
 .PHONY: all build run test test-rust test-py setup validate validate-redis validate-memcached \
-        fmt lint clean
+        fmt lint clean bench bench-quick bench-setup
 
 all: build
 
 build:
-	$(CARGO) build --release -p cairn-server
+	$(CARGO) build --release -p cairn-server -p cairn-bench
 
 run: build
 	exec ./$(SERVER) $(ARGS)
@@ -70,3 +72,22 @@ clean:
 	$(CARGO) clean
 	rm -rf $(VENV) tests/.pytest_cache
 	find tests -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# --- benchmarks (bench/README.md) ----------------------------------------------------------
+# BENCH_ARGS passes options to bench/run.py, e.g. BENCH_ARGS="--suites null,memory --repeats 5".
+BENCH_ARGS    ?=
+BENCH_TIMEOUT ?= 5400
+BENCH_REQ     := bench/requirements.txt
+BENCH_STAMP   := $(VENV)/.requirements-bench.stamp
+
+bench-setup: setup
+	@if [ ! -f $(BENCH_STAMP) ] || ! cmp -s $(BENCH_REQ) $(BENCH_STAMP); then \
+		echo "[bench] installing $(BENCH_REQ) into $(VENV)"; \
+		$(PYTHON) -m pip install -q --disable-pip-version-check -r $(BENCH_REQ) && cp $(BENCH_REQ) $(BENCH_STAMP); \
+	fi
+
+bench: bench-setup build
+	timeout -k 30 $(BENCH_TIMEOUT) $(PYTHON) bench/run.py $(BENCH_ARGS)
+
+bench-quick: bench-setup build
+	timeout -k 30 600 $(PYTHON) bench/run.py --quick $(BENCH_ARGS)

@@ -1,0 +1,280 @@
+"""Offline cache simulators: LRU, SIEVE, S3-FIFO and W-TinyLFU.
+
+They replay a key stream (integer key ids) against a cache holding `capacity`
+objects with cache-aside semantics (a miss inserts the key) and report the hit
+ratio, so the eviction suite can draw reference lines next to what the real
+servers achieve on the same stream.
+
+    hits, requests = simulate("sieve", keys, capacity, warm=len(keys) // 2)
+
+`warm` requests are replayed first without being counted.
+
+References: SIEVE (Zhang et al., NSDI '24), S3-FIFO (Yang et al., SOSP '23),
+W-TinyLFU (Einziger, Friedman and Manes, ACM ToS 2017).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict, deque
+
+
+class LRU:
+    def __init__(self, capacity: int):
+        self.cap = capacity
+        self.d: OrderedDict[int, None] = OrderedDict()
+
+    def size(self) -> int:
+        return len(self.d)
+
+    def access(self, k: int) -> bool:
+        d = self.d
+        if k in d:
+            d.move_to_end(k)
+            return True
+        d[k] = None
+        if len(d) > self.cap:
+            d.popitem(last=False)
+        return False
+
+
+class Sieve:
+    """FIFO list with a visited bit per object and a hand that sweeps from the
+    oldest object towards the newest, sparing (and clearing) visited ones."""
+
+    def __init__(self, capacity: int):
+        self.cap = capacity
+        self.visited: dict[int, bool] = {}
+        # Doubly linked list: head = newest, tail = oldest.
+        self.prev: dict[int, int | None] = {}
+        self.next: dict[int, int | None] = {}
+        self.head = None
+        self.tail = None
+        self.hand = None
+
+    def size(self) -> int:
+        return len(self.visited)
+
+    def _unlink(self, k):
+        p, n = self.prev.pop(k), self.next.pop(k)
+        if p is None:
+            self.head = n
+        else:
+            self.next[p] = n
+        if n is None:
+            self.tail = p
+        else:
+            self.prev[n] = p
+
+    def _evict(self):
+        h = self.hand if self.hand is not None else self.tail
+        while self.visited[h]:
+            self.visited[h] = False
+            h = self.prev[h]
+            if h is None:
+                h = self.tail
+        self.hand = self.prev[h]
+        self._unlink(h)
+        del self.visited[h]
+
+    def access(self, k: int) -> bool:
+        if k in self.visited:
+            self.visited[k] = True
+            return True
+        if len(self.visited) >= self.cap:
+            self._evict()
+        # Insert at the head.
+        self.visited[k] = False
+        self.prev[k] = None
+        self.next[k] = self.head
+        if self.head is not None:
+            self.prev[self.head] = k
+        self.head = k
+        if self.tail is None:
+            self.tail = k
+        return False
+
+
+class S3FIFO:
+    """Small FIFO (10%), main FIFO (90%) and a ghost FIFO of evicted keys;
+    2-bit frequencies. Algorithm 1 of the SOSP '23 paper."""
+
+    def __init__(self, capacity: int, small_ratio: float = 0.1):
+        self.cap = capacity
+        self.small_cap = max(1, int(capacity * small_ratio))
+        self.main_cap = capacity - self.small_cap
+        self.small: deque[int] = deque()
+        self.main: deque[int] = deque()
+        self.freq: dict[int, int] = {}
+        self.where: dict[int, int] = {}  # 0 small, 1 main
+        self.ghost: deque[tuple[int, int]] = deque()
+        self.ghost_seq: dict[int, int] = {}
+        self.seq = 0
+
+    def size(self) -> int:
+        assert len(self.where) == len(self.small) + len(self.main)
+        return len(self.where)
+
+    def _ghost_add(self, k):
+        self.seq += 1
+        self.ghost.append((k, self.seq))
+        self.ghost_seq[k] = self.seq
+        while len(self.ghost) > self.main_cap:
+            g, s = self.ghost.popleft()
+            if self.ghost_seq.get(g) == s:
+                del self.ghost_seq[g]
+
+    def _evict_main(self):
+        while self.main:
+            t = self.main.popleft()
+            f = self.freq[t]
+            if f > 0:
+                self.freq[t] = f - 1
+                self.main.append(t)
+            else:
+                del self.freq[t]
+                del self.where[t]
+                return
+
+    def _evict_small(self):
+        while self.small:
+            t = self.small.popleft()
+            if self.freq[t] > 1:
+                self.main.append(t)
+                self.where[t] = 1
+                if len(self.main) > self.main_cap:
+                    self._evict_main()
+            else:
+                del self.freq[t]
+                del self.where[t]
+                self._ghost_add(t)
+                return
+
+    def access(self, k: int) -> bool:
+        f = self.freq.get(k)
+        if f is not None:
+            if f < 3:
+                self.freq[k] = f + 1
+            return True
+        while len(self.where) >= self.cap:
+            if len(self.small) >= self.small_cap:
+                self._evict_small()
+            else:
+                self._evict_main()
+        self.freq[k] = 0
+        if k in self.ghost_seq:
+            del self.ghost_seq[k]
+            self.main.append(k)
+            self.where[k] = 1
+        else:
+            self.small.append(k)
+            self.where[k] = 0
+        return False
+
+
+class CountMin4:
+    """Count-min sketch with 4 rows of 4-bit counters, halved every `sample` increments."""
+
+    def __init__(self, capacity: int):
+        width = 1
+        while width < max(16, capacity):
+            width <<= 1
+        self.mask = width - 1
+        self.rows = [array("B", bytes(width)) for _ in range(4)]
+        self.seeds = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93)
+        self.sample = 10 * capacity
+        self.count = 0
+
+    def _idx(self, k, seed):
+        h = ((k + 1) * seed) & 0xFFFFFFFFFFFFFFFF
+        return (h ^ (h >> 29)) & self.mask
+
+    def add(self, k):
+        for row, seed in zip(self.rows, self.seeds):
+            i = self._idx(k, seed)
+            if row[i] < 15:
+                row[i] += 1
+        self.count += 1
+        if self.count >= self.sample:
+            self.count //= 2
+            for row in self.rows:
+                for i in range(len(row)):
+                    row[i] >>= 1
+
+    def estimate(self, k):
+        return min(row[self._idx(k, seed)] for row, seed in zip(self.rows, self.seeds))
+
+
+class WTinyLFU:
+    """1% window LRU, then TinyLFU admission into a segmented LRU
+    (20% probation, 80% protected)."""
+
+    def __init__(self, capacity: int, window_ratio: float = 0.01):
+        self.cap = capacity
+        self.win_cap = max(1, int(capacity * window_ratio))
+        self.main_cap = max(1, capacity - self.win_cap)
+        self.prot_cap = max(1, int(self.main_cap * 0.8))
+        self.window: OrderedDict[int, None] = OrderedDict()
+        self.prob: OrderedDict[int, None] = OrderedDict()
+        self.prot: OrderedDict[int, None] = OrderedDict()
+        self.sketch = CountMin4(capacity)
+
+    def size(self) -> int:
+        return len(self.window) + len(self.prob) + len(self.prot)
+
+    def access(self, k: int) -> bool:
+        self.sketch.add(k)
+        if k in self.window:
+            self.window.move_to_end(k)
+            return True
+        if k in self.prot:
+            self.prot.move_to_end(k)
+            return True
+        if k in self.prob:
+            del self.prob[k]
+            self.prot[k] = None
+            if len(self.prot) > self.prot_cap:
+                d, _ = self.prot.popitem(last=False)
+                self.prob[d] = None
+            return True
+        self.window[k] = None
+        if len(self.window) > self.win_cap:
+            cand, _ = self.window.popitem(last=False)
+            if len(self.prob) + len(self.prot) < self.main_cap:
+                self.prob[cand] = None
+            else:
+                victim = next(iter(self.prob)) if self.prob else next(iter(self.prot))
+                if self.sketch.estimate(cand) > self.sketch.estimate(victim):
+                    if victim in self.prob:
+                        del self.prob[victim]
+                    else:
+                        del self.prot[victim]
+                    self.prob[cand] = None
+        return False
+
+
+POLICIES = {"lru": LRU, "sieve": Sieve, "s3fifo": S3FIFO, "wtinylfu": WTinyLFU}
+LABELS = {"lru": "LRU", "sieve": "SIEVE", "s3fifo": "S3-FIFO", "wtinylfu": "W-TinyLFU"}
+
+
+def simulate(policy: str, keys, capacity: int, warm: int = 0) -> tuple[int, int]:
+    """Replays `keys`; returns (hits, requests) over the keys after the first `warm`."""
+    cache = POLICIES[policy](capacity)
+    access = cache.access
+    for i in range(min(warm, len(keys))):
+        access(keys[i])
+    hits = 0
+    n = 0
+    for i in range(warm, len(keys)):
+        n += 1
+        if access(keys[i]):
+            hits += 1
+    return hits, n
+
+
+def load_keys(path) -> array:
+    """Reads a `cairn-bench --dump-keys` file (u32 little-endian key ids)."""
+    a = array("I")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    return a
