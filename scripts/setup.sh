@@ -3,6 +3,7 @@
 #   - Debian packages: redis-server redis-tools memcached libmemcached-tools netcat-openbsd
 #   - php-cli php-redis (phpredis, for tests/php) when php or its redis extension is missing
 #   - a Python virtual environment at .venv with the pins from requirements-test.txt
+#   - the cairn Python client (clients/python) installed there in editable mode
 # Usage: scripts/setup.sh            (from anywhere; works relative to the repo root)
 # Env:   PYTHON=python3.11 to choose the interpreter for the venv.
 set -euo pipefail
@@ -77,5 +78,11 @@ if [ ! -f "$STAMP" ] || ! cmp -s "$REQ" "$STAMP"; then
     log "installing Python test requirements into $VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
     cp "$REQ" "$STAMP"
+fi
+
+# --- the Python client (clients/python), editable, for tests/test_client*.py ---
+if ! "$VENV/bin/python" -c 'import cairn, sys; sys.exit("clients/python/src" not in cairn.__file__)' >/dev/null 2>&1; then
+    log "installing the cairn Python client (editable) into $VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e clients/python
 fi
 log "ok"

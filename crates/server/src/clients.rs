@@ -44,6 +44,11 @@ pub struct ClientInfo {
     /// The connection's slot in its event loop, so that mail finds it without a scan.
     pub token: AtomicUsize,
     mailbox: Mutex<Mail>,
+    /// Mail is waiting (checked before the connection's input is processed, so replies never
+    /// overtake messages posted earlier).
+    has_mail: AtomicBool,
+    /// Channels plus patterns the client is subscribed to (RESP2 tracking messages need one).
+    pub subscriptions: AtomicUsize,
 }
 
 /// Output produced for a connection by another thread: a deferred reply, or pushed messages.
@@ -81,6 +86,8 @@ impl ClientInfo {
             notifier,
             token: AtomicUsize::new(usize::MAX),
             mailbox: Mutex::new(Mail::default()),
+            has_mail: AtomicBool::new(false),
+            subscriptions: AtomicUsize::new(0),
         }
     }
 
@@ -127,6 +134,7 @@ impl ClientInfo {
             let first = mail.bytes.is_empty() && !mail.resume;
             mail.bytes.extend_from_slice(bytes);
             mail.resume |= resume;
+            self.has_mail.store(true, Relaxed);
             first
         };
         if first {
@@ -138,7 +146,14 @@ impl ClientInfo {
 
     /// Takes the mail posted so far (the owning thread, when woken).
     pub fn take_mail(&self) -> Mail {
-        std::mem::take(&mut *self.mailbox.lock())
+        let mut mail = self.mailbox.lock();
+        self.has_mail.store(false, Relaxed);
+        std::mem::take(&mut *mail)
+    }
+
+    #[inline]
+    pub fn has_mail(&self) -> bool {
+        self.has_mail.load(Relaxed)
     }
 
     /// One line of CLIENT LIST (without the trailing newline).

@@ -117,7 +117,12 @@ impl PubSub {
         self.channels.read().get(channel).map_or(0, Vec::len)
     }
 
+    /// Distinct patterns subscribed to (by anyone).
     pub fn numpat(&self) -> usize {
-        self.patterns.read().len()
+        let patterns = self.patterns.read();
+        let mut distinct: Vec<&[u8]> = patterns.iter().map(|(p, _)| p.as_slice()).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        distinct.len()
     }
 }

@@ -234,6 +234,11 @@ fn send(groups: &[(Arc<ClientInfo>, Vec<&[u8]>)]) {
 /// (a REDIRECT target) a message on `__redis__:invalidate`. `None` means "everything".
 fn write_invalidation(buf: &mut Vec<u8>, target: &ClientInfo, keys: Option<&Vec<&[u8]>>) {
     let version = version_of(target);
+    if version == Version::Resp2 && target.subscriptions.load(Relaxed) == 0 {
+        // A RESP2 client not in subscribed mode would read the message as a reply: Redis sends
+        // nothing then, and so do we.
+        return;
+    }
     if version == Version::Resp3 {
         reply::push_len(buf, 2, version);
         reply::bulk(buf, b"invalidate");
@@ -247,7 +252,7 @@ fn write_invalidation(buf: &mut Vec<u8>, target: &ClientInfo, keys: Option<&Vec<
             reply::array_len(buf, keys.len());
             keys.iter().for_each(|k| reply::bulk(buf, k));
         }
-        None => reply::null_array(buf, version),
+        None => reply::null(buf, version),
     }
 }
 

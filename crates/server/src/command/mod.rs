@@ -109,6 +109,9 @@ impl Conn {
         for pattern in self.patterns.drain(..) {
             shared.pubsub.punsubscribe(&pattern, self.client.id);
         }
+        self.client
+            .subscriptions
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         if let Some(state) = self.tracking.take() {
             shared.tracking.disable(&state.tracker);
         }
@@ -126,10 +129,12 @@ pub fn execute(
 ) {
     let started = std::time::Instant::now();
     crate::tracking::set_current_client(conn.client.id);
-    run(command, args, shared, conn, out);
+    // Remembered before the read runs: a write racing the read then still invalidates (at worst
+    // spuriously), where remembering after could miss it and leave the client stale.
     if conn.tracking.is_some() {
         remember_reads(command, args, shared, conn);
     }
+    run(command, args, shared, conn, out);
     stats::record(command, started.elapsed().as_nanos() as u64);
 }
 

@@ -4,6 +4,10 @@ use super::Ctx;
 
 fn confirm(ctx: &mut Ctx<'_, '_>, kind: &[u8], name: Option<&[u8]>) {
     let count = ctx.conn.channels.len() + ctx.conn.patterns.len();
+    ctx.conn
+        .client
+        .subscriptions
+        .store(count, std::sync::atomic::Ordering::Relaxed);
     resp::reply::push_len(ctx.out, 3, ctx.conn.version);
     ctx.bulk(kind);
     match name {
@@ -79,7 +83,7 @@ pub fn pubsub(ctx: &mut Ctx<'_, '_>) {
             channels.iter().for_each(|c| ctx.bulk(c));
         }
         "numsub" => {
-            ctx.map(ctx.argc() - 2);
+            ctx.array(2 * (ctx.argc() - 2));
             for i in 2..ctx.argc() {
                 let channel = ctx.args.get(i);
                 ctx.bulk(channel);

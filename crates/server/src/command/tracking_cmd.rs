@@ -74,7 +74,23 @@ fn tracking_on(ctx: &mut Ctx<'_, '_>) {
         return ctx.err(b"ERR PREFIX option requires BCAST mode to be enabled");
     }
     if optin && optout {
-        return ctx.err(b"ERR You can't use OPTIN and OPTOUT at the same time");
+        return ctx.err(b"ERR You can't specify both OPTIN mode and OPTOUT mode");
+    }
+    for (i, a) in prefixes.iter().enumerate() {
+        if let Some(b) = prefixes[i + 1..]
+            .iter()
+            .find(|b| a.starts_with(b) || b.starts_with(a))
+        {
+            let msg = format!(
+                "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                String::from_utf8_lossy(a),
+                String::from_utf8_lossy(b)
+            );
+            return ctx.err(msg.as_bytes());
+        }
+    }
+    if ctx.conn.tracking.as_ref().is_some_and(|t| t.bcast != bcast) {
+        return ctx.err(b"ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
     }
     if bcast && (optin || optout) {
         return ctx.err(b"ERR OPTIN and OPTOUT are not compatible with BCAST");

@@ -232,6 +232,9 @@ impl Conn {
         if self.in_flight {
             return Step::Wait;
         }
+        if self.client.has_mail() {
+            self.deliver_mail(ctx);
+        }
         let mut reads = 0;
         loop {
             let mut pending = self.out.len() - self.out_pos;
@@ -260,6 +263,13 @@ impl Conn {
                 return Step::Wait;
             }
             if self.dirty {
+                // Messages posted before this input was processed go out before its replies.
+                if self.client.has_mail() {
+                    self.deliver_mail(ctx);
+                    if self.waiting {
+                        return Step::Wait;
+                    }
+                }
                 if !inline {
                     return Step::Submit;
                 }
@@ -467,15 +477,14 @@ impl Conn {
     /// Appends what other threads posted for this client; a completed deferred reply lets the
     /// session go on with the input it left buffered.
     pub fn deliver_mail(&mut self, ctx: &mut Ctx) {
+        if self.in_flight {
+            // The output buffer is out on a worker: the mail waits for its return (`drive`).
+            return;
+        }
         let mail = self.client.take_mail();
         if !mail.bytes.is_empty() {
-            if self.in_flight {
-                // The output buffer is out on a worker: keep the bytes for its return.
-                self.client.post(&mail.bytes, false);
-            } else {
-                self.prepare_out(ctx);
-                self.out.extend_from_slice(&mail.bytes);
-            }
+            self.prepare_out(ctx);
+            self.out.extend_from_slice(&mail.bytes);
         }
         if mail.resume {
             self.waiting = false;
