@@ -362,7 +362,7 @@ pub(crate) fn exec(
                 .db
                 .prepare_cached(sql)
                 .map_err(|e| compile_error(shared, conn, e))?;
-            changes(shared, conn, &mut stmt, params, a.dml)
+            changes(shared, conn, &mut stmt, params, a.dml && !a.ddl)
         });
         return (finish_txn(conn, result.map(Reply::Changed)), fx);
     }
@@ -377,7 +377,7 @@ pub(crate) fn exec(
         let a = remember(&mut conn.analyses, sql, a);
         let conn = &*conn;
         let result = before(shared, conn, Side::Writer, &a)
-            .and_then(|()| changes(shared, conn, &mut stmt, params, a.dml));
+            .and_then(|()| changes(shared, conn, &mut stmt, params, a.dml && !a.ddl));
         drop(stmt);
         return (finish_txn(conn, result.map(Reply::Changed)), fx);
     }
@@ -414,7 +414,7 @@ fn script(
         };
         used += k;
         before(shared, conn, Side::Writer, &a)?;
-        total += changes(shared, conn, &mut stmt, mine, a.dml)?;
+        total += changes(shared, conn, &mut stmt, mine, a.dml && !a.ddl)?;
     }
     if used != params.len() {
         return Err(SqlError::bad(format!(

@@ -206,6 +206,9 @@ fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
             st.seen.ddl = true;
             Ok(())
         }
+        // ATTACH/DETACH whose file or schema name is not a literal reach us as raw codes.
+        AuthAction::Unknown { code: 24, .. } => Err("ATTACH is not allowed".into()),
+        AuthAction::Unknown { code: 25, .. } => Err("DETACH is not allowed".into()),
         _ => Err(format!("operation {:?} is not allowed", ctx.action)),
     }
 }
