@@ -156,9 +156,10 @@ def test_fill_on_miss_writes_missed_keys(server_factory, bench_bin):
                     "--dist", "zipf", "--zipf-s", 0.99)
     assert_clean(rep)
     assert rep["misses"] > 0 and rep["hits"] > 0
-    # With one connection and no pipelining every miss is followed by its SET.
-    assert rep["sets"] == rep["misses"]
-    assert srv.client().dbsize() == rep["misses"]
+    # With one connection and no pipelining every miss is followed by its SET (except a miss on
+    # the very last request, when the request budget is spent), and no key misses twice.
+    assert rep["misses"] - 1 <= rep["sets"] <= rep["misses"]
+    assert srv.client().dbsize() == rep["sets"]
 
 
 def test_error_replies_are_counted(server_factory, bench_bin):
