@@ -24,7 +24,7 @@ pub enum TagWrite<'t> {
 }
 
 /// Records at least this large are freed by the reaper thread, off the request path.
-const LARGE_RECORD: usize = 64 * 1024;
+pub(crate) const LARGE_RECORD: usize = 64 * 1024;
 
 pub(crate) struct Shard {
     pub index: usize,

@@ -259,8 +259,11 @@ mod access {
             .cell(0)
             .expired
             .fetch_add(expired, std::sync::atomic::Ordering::Relaxed);
-        if !garbage.is_empty() {
+        // Small groups are freed here: waking the reaper would cost more than the frees.
+        if freed_total >= crate::shard::LARGE_RECORD {
             drop(store.reaper.send(Garbage::Items(garbage)));
+        } else {
+            drop(Garbage::Items(garbage));
         }
         live_count
     }
