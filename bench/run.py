@@ -92,9 +92,21 @@ def machine_info():
     }
 
 
+def binary_info(path):
+    """What was benchmarked: the binary's modification time (its build) and size."""
+    try:
+        st = os.stat(path)
+        return {"path": str(path), "built": _dt.datetime.fromtimestamp(st.st_mtime, _dt.timezone.utc)
+                .strftime("%Y-%m-%d %H:%M UTC"), "bytes": st.st_size}
+    except OSError:
+        return {"path": str(path)}
+
+
 def machine_line(m):
     return (f"{m['nproc']} cores ({m['cpu_model'] or 'unknown CPU'}), {m['memory_gib']} GiB, Linux {m['kernel']}; "
-            f"{m['redis'].split(' sha=')[0]}; {m['memcached']}; cairn {m['cairn_commit']}; {m['date']}")
+            f"{m['redis'].split(' sha=')[0]}; {m['memcached']}; cairn {m['cairn_commit']}"
+            + (f" (binary built {m['cairn_binary']['built']})" if m.get("cairn_binary", {}).get("built") else "")
+            + f"; {m['date']}")
 
 
 # --------------------------------------------------------------------------------------
@@ -637,7 +649,7 @@ def dur(opts, quick, full):
 def suite_mdcached(opts, runner, machine):
     """Suite 1: mdcached Table I/II: 90/10 over 30,000 records of 1 KB +- 500 B, 10 and 40 clients."""
     s = Suite("mdcached", opts, runner, machine)
-    d = dur(opts, 0.3, 3.0)
+    d = dur(opts, 0.25, 3.0)
     clients = [10, 40]
     try:
         servers = s.start(server_specs())
@@ -676,7 +688,7 @@ def suite_mdcached(opts, runner, machine):
 def suite_null(opts, runner, machine):
     """Suite 2: null transactions (PING / mn) and GET of a 32 B value: the syscall floor."""
     s = Suite("null", opts, runner, machine)
-    d = dur(opts, 0.3, 2.0)
+    d = dur(opts, 0.25, 2.0)
     clients = [10] if opts.quick else [10, 40]
     try:
         servers = s.start(server_specs())
@@ -725,7 +737,7 @@ def suite_null(opts, runner, machine):
 def suite_pipeline(opts, runner, machine):
     """Suite 3: GET / SET at pipeline depths 1, 4, 16, 64."""
     s = Suite("pipeline", opts, runner, machine)
-    d = dur(opts, 0.2, 2.0)
+    d = dur(opts, 0.15, 2.0)
     depths = [1, 4, 16, 64]
     n = NPROC
     specs = [x for x in server_specs() if x[0] in ("cairn-1t", f"cairn-{n}t", "redis", f"memcached-{n}t", "memcached-1t")]
@@ -903,7 +915,7 @@ def suite_scaling(opts, runner, machine):
 def suite_latency(opts, runner, machine):
     """Suite 5: open-loop latency at 50% and 80% of each server's measured max, plus disturbances."""
     s = Suite("latency", opts, runner, machine)
-    d = dur(opts, 0.4, 5.0)
+    d = dur(opts, 0.3, 5.0)
     n = NPROC
     specs = [x for x in server_specs() if x[0] in ("cairn-1t", f"cairn-{n}t", "redis", f"memcached-{n}t")]
     # cairn refuses values above 64 MB by default; the disturbance below writes a 100 MB one.
@@ -1279,7 +1291,16 @@ def write_summary(out, machine, quick, elapsed=None):
                         "memcached -t 1", f"cairn {n}t / redis", "cairn 1t / redis", f"cairn {n}t / memcached -t {n}",
                         "cairn 1t / memcached -t 1"], headline_rows(out)), "", "Suites:", ""]
     for name in present:
-        lines_.append(f"- [{name}]({name}.md)")
+        try:
+            mi = json.loads((Path(out) / f"{name}.json").read_text())
+            when = f" — {mi['mode']} mode, {mi['machine']['date']}, cairn {mi['machine']['cairn_commit']}"
+        except (OSError, ValueError, KeyError):
+            when = ""
+        lines_.append(f"- [{name}]({name}.md){when}")
+    others = sorted(p.stem for p in Path(out).glob("*.md") if p.stem not in SUITES and p.stem != "summary")
+    if others:
+        lines_ += ["", "Other result pages in this directory (not produced by run.py): "
+                   + ", ".join(f"[{o}]({o}.md)" for o in others) + "."]
     (Path(out) / "summary.md").write_text("\n".join(lines_) + "\n")
 
 
@@ -1323,6 +1344,7 @@ def main(argv=None):
         ap.error(f"unknown suites {bad}; choose from {SUITES}")
     Path(opts.out).mkdir(parents=True, exist_ok=True)
     machine = machine_info()
+    machine["cairn_binary"] = binary_info(CAIRN_BIN)
     t0 = time.monotonic()
     done, failed = [], []
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as wd:
