@@ -67,7 +67,7 @@ pub fn expire(ctx: &mut Ctx<'_, '_>) {
     if ctx.argc() == 2 {
         return submit(ctx, Request::Expire { table, rules: None });
     }
-    if ctx.argc() % 2 != 0 {
+    if !ctx.argc().is_multiple_of(2) {
         return ctx.err(super::SYNTAX);
     }
     let mut rules = ExpiryRules::default();
