@@ -215,6 +215,19 @@ impl Drop for SqlEngine {
 fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, SqlError> {
     thread::Builder::new()
         .name(name)
-        .spawn(f)
+        .spawn(move || {
+            lower_priority();
+            f()
+        })
         .map_err(|e| SqlError::new(ErrorKind::Sqlite, format!("cannot start SQL thread: {e}")))
+}
+
+/// SQL threads yield the CPU to the server's event loops: a heavy query must not raise
+/// key-value latency where cores are few. On Linux, nice values are per thread.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority with PRIO_PROCESS and who = 0 changes only the calling thread.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
 }
