@@ -579,7 +579,8 @@ def _stampede_worker(port, barrier, results, n):
     import cairn as _cairn
 
     client = _cairn.Client(HOST, port)
-    cache = client.cache("stampede", poll_interval=0.01)
+    # A long lease: on a loaded machine a waiter must not give up before the one fetch ends.
+    cache = client.cache("stampede", poll_interval=0.01, lease_ttl=30)
     fetcher = redis.Redis(host=HOST, port=port)
 
     def fetch():
