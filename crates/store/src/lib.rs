@@ -288,9 +288,9 @@ impl Store {
 
     /// Removes every record; the memory is freed on the reaper thread.
     pub fn flush(&self) {
-        for (index, cell) in self.shards.iter().enumerate() {
+        for cell in self.shards.iter() {
             let mut shard = cell.lock.write();
-            flush_shard(self, index, &mut shard);
+            flush_shard(self, &mut shard);
         }
         self.notify_flush();
     }
@@ -372,7 +372,7 @@ fn count_lookup(cell: &ShardCell, hit: bool) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-fn flush_shard(store: &Store, _index: usize, shard: &mut Shard) {
+fn flush_shard(store: &Store, shard: &mut Shard) {
     if store.tags.len() > 0 {
         for i in 0..shard.table.capacity() {
             if Table::slot_is_tagged(shard.table.slot(i)) {
@@ -454,8 +454,8 @@ impl<'s> Locked<'s> {
 
     pub fn flush(&mut self) {
         let store = self.store;
-        for (index, shard) in self.guards.iter_mut() {
-            flush_shard(store, *index, shard);
+        for (_, shard) in self.guards.iter_mut() {
+            flush_shard(store, shard);
         }
         store.notify_flush();
     }
