@@ -7,6 +7,8 @@
 #   make fmt     format the Rust code;  make lint: rustfmt --check + clippy -D warnings
 #   make bench   the benchmark suite against Redis and memcached (bench/README.md): results,
 #                tables and plots in bench/results/;  make bench-quick: < 3 minutes, bench/results/quick/
+#   make study-thesis  the thesis study (studies/thesis, docs/studies/thesis.md): ~1 hour;
+#                make study-thesis-quick: the same rig with short runs (< 5 minutes, also in make test)
 #   make clean   remove build outputs and the test venv
 #
 # Knobs: PYTEST_ARGS="-k hashes -x", CAIRN_MODES=reactor (subset of server modes),
@@ -26,7 +28,7 @@ CARGO_TEST_TIMEOUT ?= 2400
 PYTEST_TIMEOUT     ?= 1500
 
 .PHONY: all build run test test-rust test-py setup validate validate-redis validate-memcached \
-        fmt lint clean bench bench-quick bench-setup
+        fmt lint clean bench bench-quick bench-setup study-thesis study-thesis-quick
 
 all: build
 
@@ -91,3 +93,13 @@ bench: bench-setup build
 
 bench-quick: bench-setup build
 	timeout -k 30 600 $(PYTHON) bench/run.py --quick $(BENCH_ARGS)
+
+# --- studies (docs/studies/) ---------------------------------------------------------------
+# STUDY_ARGS passes options to studies/thesis/run.py, e.g. STUDY_ARGS="--fresh --repeats 5".
+STUDY_ARGS ?=
+
+study-thesis: bench-setup build
+	timeout -k 30 7200 $(PYTHON) studies/thesis/run.py $(STUDY_ARGS)
+
+study-thesis-quick: bench-setup build
+	timeout -k 30 600 $(PYTHON) studies/thesis/run.py --quick $(STUDY_ARGS)

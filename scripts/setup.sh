@@ -2,6 +2,7 @@
 # Installs what the test suite needs, only where it is missing (idempotent):
 #   - Debian packages: redis-server redis-tools memcached libmemcached-tools netcat-openbsd
 #   - php-cli php-redis (phpredis, for tests/php) when php or its redis extension is missing
+#   - postgresql (the thesis study, studies/thesis, starts its own cluster) when initdb is missing
 #   - a Python virtual environment at .venv with the pins from requirements-test.txt
 #   - the cairn Python client (clients/python) installed there in editable mode
 # Usage: scripts/setup.sh            (from anywhere; works relative to the repo root)
@@ -56,6 +57,14 @@ fi
 # the PHP test skips and says why.
 if ! command -v php >/dev/null 2>&1 || ! grep -qix redis <<<"$(php -m 2>/dev/null)"; then
     apt_install php-cli php-redis || log "could not install php-cli php-redis; the PHP tag test will skip"
+fi
+
+# --- PostgreSQL (studies/thesis runs its own throwaway cluster; the package's service is not used) ---
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v initdb >/dev/null 2>&1; then
+    apt_install postgresql
+    if command -v systemctl >/dev/null 2>&1; then
+        $SUDO systemctl stop postgresql >/dev/null 2>&1 || true
+    fi
 fi
 
 # --- Python venv ---------------------------------------------------------------

@@ -223,8 +223,8 @@ def test_cache_roundtrip_and_near_hits(client, plain):
     assert users.delete("1", "3") == 1
     assert users.get("1") is None
     assert users.full_key("x") == b"users:x"
-    with pytest.raises(ValueError):
-        users.set("lease:x", 1)
+    users.set("lease:x", 1)  # leases live outside the namespace: no key is reserved
+    assert users.get("lease:x") == 1 and plain.exists("users:lease:x")
     with pytest.raises(TypeError):
         users.get(b"bytes-key")
 
@@ -469,9 +469,30 @@ def test_get_or_fetch_basics(client, plain):
     assert c.get_or_fetch("k", fetch) == {"rendered": 1}
     assert len(calls) == 1
     assert 59000 < plain.pttl("gof:k") <= 60000
-    assert not plain.exists("gof:lease:k"), "the lease is released"
+    assert not plain.exists("__lease__:gof:k"), "the lease is released"
     assert c.get_or_fetch("k2", lambda: "x", ttl=5) == "x"
     assert 4000 < plain.pttl("gof:k2") <= 5000
+
+
+def test_get_or_fetch_keeps_its_own_fill(client, plain):
+    """The fetching process keeps the value it stored: its own write's push does not drop it, a
+    later write's push does."""
+    c = client.cache("ownfill", ttl=60)
+    assert c.get_or_fetch("k", lambda: {"v": 1}) == {"v": 1}
+    assert c.sync()  # the store's own invalidation push has come back
+    assert c.stats()["own_pushes"] == 1
+    before = server_calls(plain)
+    assert c.get("k") == {"v": 1}
+    assert server_calls(plain) == before, "the fetched value is answered from process memory"
+    plain.set("ownfill:k", json.dumps({"v": 2}))  # another process writes after the store
+    assert c.sync()
+    assert c.get("k") == {"v": 2}
+    # a store that does not happen (the key changed under the fetch) keeps nothing
+    c.delete("k2")
+    assert c.get_or_fetch("k3", lambda: plain.set("ownfill:k3", json.dumps("theirs")) and "mine") == "mine"
+    assert c.sync()
+    assert c.get("k3") == "theirs", "the other writer's value wins; the fetch result was not kept"
+    assert c.near is not None and not c.near._own, "no own write is left expected"
 
 
 def test_single_flight_threads(client, plain):
@@ -521,14 +542,14 @@ def test_fetch_error_propagates_and_releases_lease(client, plain):
     for t in threads:
         t.join()
     assert errors == ["source down"] * 4
-    assert not plain.exists("err:k") and not plain.exists("err:lease:k")
+    assert not plain.exists("err:k") and not plain.exists("__lease__:err:k")
     assert c.get_or_fetch("k", lambda: "recovered") == "recovered"
 
 
 def test_waits_for_lease_holder_then_takes_over(client, plain):
     c = client.cache("lease", poll_interval=0.01)
     # another process holds the lease and dies without writing: its lease expires after 300 ms
-    plain.set("lease:lease:k", "someone-else", px=300)
+    plain.set("__lease__:lease:k", "someone-else", px=300)
     calls = []
     t0 = time.monotonic()
     assert c.get_or_fetch("k", lambda: calls.append(1) or "mine") == "mine"
@@ -539,7 +560,7 @@ def test_waits_for_lease_holder_then_takes_over(client, plain):
 
 def test_waiter_gets_holders_value(client, plain):
     c = client.cache("lease2", poll_interval=0.01)
-    plain.set("lease2:lease:k", "other", px=5000)
+    plain.set("__lease__:lease2:k", "other", px=5000)
     threading.Timer(0.2, lambda: plain.set("lease2:k", json.dumps("theirs"))).start()
     t0 = time.monotonic()
     assert c.get_or_fetch("k", lambda: pytest.fail("must not fetch")) == "theirs"
@@ -548,7 +569,7 @@ def test_waiter_gets_holders_value(client, plain):
 
 def test_lease_wait_bound(client, plain):
     c = client.cache("lease3", lease_wait=0.1, poll_interval=0.01)
-    plain.set("lease3:lease:k", "stuck", px=10000)
+    plain.set("__lease__:lease3:k", "stuck", px=10000)
     t0 = time.monotonic()
     assert c.get_or_fetch("k", lambda: "fetched-anyway") == "fetched-anyway"
     assert time.monotonic() - t0 < 1.0
@@ -564,15 +585,15 @@ def test_stale_while_revalidate(client, plain):
     time.sleep(0.3)
     assert c.get("k") is None  # plain get: stale counts as missing
     # someone else is refreshing: we get the stale value at once, without fetching
-    plain.set("swr:lease:k", "other", px=5000)
+    plain.set("__lease__:swr:k", "other", px=5000)
     t0 = time.monotonic()
     assert c.get_or_fetch("k", lambda: pytest.fail("must not fetch")) == "v1"
     assert time.monotonic() - t0 < 0.1
-    plain.delete("swr:lease:k")
+    plain.delete("__lease__:swr:k")
     # nobody refreshing: this caller takes the lease and refreshes
     assert c.get_or_fetch("k", lambda: "v2") == "v2"
     assert c.get_or_fetch("k", lambda: pytest.fail("fresh again")) == "v2"
-    assert not plain.exists("swr:lease:k")
+    assert not plain.exists("__lease__:swr:k")
 
 
 def _stampede_worker(port, barrier, results, n):

@@ -110,6 +110,9 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+LEASE_ROOT = b"__lease__:"
+
+
 class CacheCore(Generic[T]):
     """Configuration and flows of one typed cache namespace (see :class:`cairn.Cache`)."""
 
@@ -119,7 +122,9 @@ class CacheCore(Generic[T]):
             raise ValueError("a cache needs a non-empty str namespace")
         self.namespace = namespace
         self.prefix = namespace.encode("utf-8") + b":"
-        self.lease_prefix = self.prefix + b"lease:"
+        # Leases live outside the namespace: a near cache's BCAST tracking covers "<ns>:", and
+        # every lease taken or released there would be pushed to every process as an invalidation.
+        self.lease_prefix = LEASE_ROOT + self.prefix
         self.serializer = serializer
         self.ttl_ms = ttl_ms(ttl)
         self.stale_ms = ttl_ms(stale_ttl) if stale_ttl else None
@@ -135,15 +140,13 @@ class CacheCore(Generic[T]):
     def full_key(self, key: str) -> bytes:
         if not isinstance(key, str):
             raise TypeError(f"cache keys are str, not {type(key).__name__}")
-        if key.startswith("lease:"):
-            raise ValueError("keys starting with 'lease:' are reserved for get_or_fetch leases")
         return self.prefix + key.encode("utf-8")
 
     def lease_key(self, key: str) -> bytes:
         return self.lease_prefix + key.encode("utf-8")
 
     def strip(self, full: bytes) -> Optional[str]:
-        if not full.startswith(self.prefix) or full.startswith(self.lease_prefix):
+        if not full.startswith(self.prefix):
             return None
         return full[len(self.prefix):].decode("utf-8", "surrogateescape")
 
@@ -270,7 +273,7 @@ class CacheCore(Generic[T]):
         Protocol (cross-process stampede protection):
 
         1. Read the key. Fresh: done.
-        2. Missing or stale: try to take the lease ``SET <ns>:lease:<key> <token> NX PX lease_ttl``.
+        2. Missing or stale: try to take the lease ``SET __lease__:<ns>:<key> <token> NX PX lease_ttl``.
            The winner calls fetch, stores the value only if the key still holds what it saw
            (WATCH/MULTI, so a newer write is never overwritten), and releases the lease if it is
            still its own.
@@ -308,24 +311,33 @@ class CacheCore(Generic[T]):
                 stale = found
         # The holder is taking too long: fetch without the lease, store only into a gap.
         value = yield FETCH
-        data, px = self.encode(value, ttl)
-        try:
-            yield WriteIf(full, None, self.write_cmd(full, data, px, tags))
-        finally:
-            if self.near is not None:
-                self.near.invalidate(key)
+        yield from self._store_fetched(key, full, None, value, ttl, tags)
         return value
+
+    def _store_fetched(self, key: str, full: bytes, expect: Optional[bytes], value: Any, ttl: TTLArg,
+                       tags: Optional[Iterable[TagLike]]) -> Flow[None]:
+        """Stores a fetched value if the key still holds ``expect``, and keeps it in the near cache
+        (this process is likely to read it again; see NearCache.begin_own_fill)."""
+        data, px = self.encode(value, ttl)
+        near = self.near
+        token = near.begin_own_fill(key) if near is not None else None
+        stored = False
+        try:
+            stored = yield WriteIf(full, expect, self.write_cmd(full, data, px, tags))
+        finally:
+            if near is not None and token is not None:
+                if stored:
+                    kept, soft = self.decode(data)
+                    soft_in = (soft - _now_ms()) / 1000.0 if soft else None
+                    near.complete_fill(token, kept, px / 1000.0 if px else None, soft_in)
+                else:
+                    near.own_write_failed(token)
 
     def _fetch_and_store(self, key: str, full: bytes, lease: bytes, token: bytes, ttl: TTLArg,
                          tags: Optional[Iterable[TagLike]], stale: Optional[Found]) -> Flow[Any]:
         try:
             value = yield FETCH
-            data, px = self.encode(value, ttl)
-            try:
-                yield WriteIf(full, stale.raw if stale is not None else None, self.write_cmd(full, data, px, tags))
-            finally:
-                if self.near is not None:
-                    self.near.invalidate(key)
+            yield from self._store_fetched(key, full, stale.raw if stale is not None else None, value, ttl, tags)
         except BaseException:
             try:
                 yield WriteIf(lease, token, ("DEL", lease))

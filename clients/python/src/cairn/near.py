@@ -12,6 +12,13 @@ from any thread. The rules that make it coherent:
   bumps the epoch, which cancels every fill started before it.
 * **Disabled until covered.** While the invalidation stream is not established, tokens are born
   invalid: nothing is kept that the server would not tell us about.
+* **Own writes.** A process that stores a value it just fetched keeps it (:meth:`begin_own_fill`):
+  the server will push the invalidation of that very write back to this process (BCAST cannot
+  tell writers apart), so the cache counts its own writes per key and lets that many pushes pass
+  without dropping the entry. Pushes for a key arrive in the order the server ran its writes, so a
+  push that passes is either the own write's or one that came before it; a later write's push
+  always drops the entry. While an own write is in flight, other fills of the key are not kept
+  (they might have read the value from before it).
 * **Local TTL.** Every entry expires locally after ``max_local_ttl`` seconds, or sooner when the
   server's own TTL for the key is shorter: a safety net, not the coherence mechanism.
 * **Bounded size.** At most ``max_items`` entries, evicted in CLOCK order (an entry read since
@@ -53,7 +60,8 @@ class FillToken:
 class NearStats:
     """Counters of a near cache (``hits`` is approximate under heavy thread contention)."""
 
-    __slots__ = ("hits", "misses", "fills", "rejected_fills", "invalidations", "flushes", "evictions", "expirations")
+    __slots__ = ("hits", "misses", "fills", "rejected_fills", "invalidations", "own_pushes", "flushes", "evictions",
+                 "expirations")
 
     def __init__(self) -> None:
         self.hits = 0  #: gets answered from memory
@@ -61,6 +69,7 @@ class NearStats:
         self.fills = 0  #: values kept after a read
         self.rejected_fills = 0  #: reads not kept: an invalidation or flush came first
         self.invalidations = 0  #: keys invalidated (pushes and local writes)
+        self.own_pushes = 0  #: pushes of this process's own kept writes, let pass
         self.flushes = 0  #: whole-cache flushes (lost stream, FLUSHALL, reconnect)
         self.evictions = 0  #: entries dropped for max_items
         self.expirations = 0  #: entries dropped for their local TTL
@@ -84,6 +93,7 @@ class NearCache:
         self.max_local_ttl = float(max_local_ttl)
         self.data: Dict[str, _Entry] = {}
         self._pending: Dict[str, List[FillToken]] = {}
+        self._own: Dict[str, int] = {}  # own writes per key whose push has not come back yet
         self._lock = threading.Lock()
         self.epoch = 0
         self.enabled = False
@@ -133,7 +143,7 @@ class NearCache:
     def begin_fill(self, key: str) -> FillToken:
         """Takes a token for ``key`` before its read is sent."""
         with self._lock:
-            token = FillToken(key, self.epoch, self.enabled)
+            token = FillToken(key, self.epoch, self.enabled and key not in self._own)
             if token.valid:
                 self._pending.setdefault(key, []).append(token)
             return token
@@ -165,6 +175,51 @@ class NearCache:
             if len(data) > self.max_items:
                 self._evict()
             return True
+
+    def begin_own_fill(self, key: str) -> FillToken:
+        """Takes a token for a value this process is about to write to the server and keep.
+
+        Drops the key and cancels the other fills of it (they may have read an older value), and
+        expects the write's invalidation push. Follow with :meth:`complete_fill` once the write is
+        done, or with :meth:`own_write_failed` if it did not happen.
+        """
+        with self._lock:
+            self._invalidate(key)
+            self._own[key] = self._own.get(key, 0) + 1
+            token = FillToken(key, self.epoch, self.enabled)
+            if token.valid:
+                self._pending.setdefault(key, []).append(token)
+            return token
+
+    def own_write_failed(self, token: FillToken) -> None:
+        """The write begun with :meth:`begin_own_fill` did not run: no push will come for it."""
+        with self._lock:
+            self._unpend(token)
+            if token.epoch != self.epoch:
+                return  # flushed meanwhile: the count is gone already
+            n = self._own.get(token.key, 0)
+            if n > 1:
+                self._own[token.key] = n - 1
+            elif n == 1:
+                del self._own[token.key]
+            else:
+                # A push was let through on this write's account: it was another writer's.
+                self._invalidate(token.key)
+
+    def invalidate_pushed(self, keys: Iterable[str]) -> None:
+        """Invalidations pushed by the server: a key's own writes each let one push pass."""
+        with self._lock:
+            own = self._own
+            for key in keys:
+                n = own.get(key)
+                if n:
+                    if n > 1:
+                        own[key] = n - 1
+                    else:
+                        del own[key]
+                    self.stats.own_pushes += 1
+                    continue
+                self._invalidate(key)
 
     def abort_fill(self, token: FillToken) -> None:
         """Gives a token back without inserting (the key was missing, or the read failed)."""
@@ -227,6 +282,7 @@ class NearCache:
             for t in lst:
                 t.valid = False
         self._pending.clear()
+        self._own.clear()
 
     def _reset_after_fork(self) -> None:
         """In a forked child: fresh lock (the parent's may have been held at the fork), empty,
@@ -235,6 +291,7 @@ class NearCache:
         self.epoch += 1
         self.data.clear()
         self._pending.clear()
+        self._own.clear()
         self.enabled = False
 
     def set_enabled(self, enabled: bool) -> None:

@@ -358,7 +358,7 @@ class TrackingHub:
                     n = len(prefix)
                     mine = [k[n:].decode("utf-8", "surrogateescape") for k in keys if k.startswith(prefix)]
                     if mine:
-                        near.invalidate_many(mine)
+                        near.invalidate_pushed(mine)
                 if self._barriers:
                     for k in keys:
                         if k.startswith(_SYNC_ROOT):
