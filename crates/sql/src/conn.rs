@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 thread_local! {
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
     static TIMED_OUT: Cell<bool> = const { Cell::new(false) };
+    /// Until when the running statement may yield the CPU without a budget (see `crate::pace`).
+    static YIELD_FREELY: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 /// Arms the statement deadline for this thread until dropped.
@@ -25,7 +27,10 @@ pub(crate) struct Deadline;
 
 impl Deadline {
     pub fn arm(timeout: Duration) -> Deadline {
-        DEADLINE.set(Some(Instant::now() + timeout));
+        let now = Instant::now();
+        DEADLINE.set(Some(now + timeout));
+        YIELD_FREELY.set(Some(now + timeout / crate::pace::FREE_PART));
+        crate::pace::statement_start();
         TIMED_OUT.set(false);
         Deadline
     }
@@ -39,12 +44,24 @@ impl Deadline {
 impl Drop for Deadline {
     fn drop(&mut self) {
         DEADLINE.set(None);
+        YIELD_FREELY.set(None);
     }
 }
 
+/// SQLite's progress handler: paces the thread (see [`crate::pace`]) and enforces the deadline.
+fn on_progress() -> bool {
+    let now = Instant::now();
+    crate::pace::on_progress(now, YIELD_FREELY.get().is_some_and(|t| now < t));
+    past_deadline_at(now)
+}
+
 fn past_deadline() -> bool {
+    past_deadline_at(Instant::now())
+}
+
+fn past_deadline_at(now: Instant) -> bool {
     match DEADLINE.get() {
-        Some(t) if Instant::now() >= t => {
+        Some(t) if now >= t => {
             TIMED_OUT.set(true);
             true
         }
@@ -106,7 +123,7 @@ impl Conn {
         harden(&db, shared)?;
         register_functions(&db, shared)?;
         db.busy_handler(Some(on_busy))?;
-        db.progress_handler(1000, Some(past_deadline));
+        db.progress_handler(crate::pace::STEPS, Some(on_progress));
         db.set_prepared_statement_cache_capacity(CACHE);
         let hook_state = auth.clone();
         db.authorizer(Some(move |ctx: rusqlite::hooks::AuthContext<'_>| {

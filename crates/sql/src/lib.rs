@@ -28,6 +28,7 @@ mod conn;
 mod error;
 mod exec;
 mod expiry;
+mod pace;
 mod queue;
 mod registry;
 mod sandbox;
@@ -216,18 +217,8 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
     thread::Builder::new()
         .name(name)
         .spawn(move || {
-            lower_priority();
+            pace::batch_thread();
             f()
         })
         .map_err(|e| SqlError::new(ErrorKind::Sqlite, format!("cannot start SQL thread: {e}")))
-}
-
-/// SQL threads yield the CPU to the server's event loops: a heavy query must not raise
-/// key-value latency where cores are few. On Linux, nice values are per thread.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority with PRIO_PROCESS and who = 0 changes only the calling thread.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-    }
 }
