@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import model  # noqa: E402
+
 LABELS = {"shared": "Shared (cairn)", "pernode": "Per-node (pub/sub)", "hybrid": "Hybrid (near + cairn)"}
 COLORS = {"shared": "#4C72B0", "pernode": "#DD8452", "hybrid": "#55A868"}
 TIMES = [("cache_ms", "Avg cache\nresponse"), ("cache_hit_ms", "Avg cache\nresponse on hit"),
@@ -106,14 +108,15 @@ def render(results: Dict[str, Dict[str, Any]], meta: Dict[str, Any], figures: Di
         f"database latency {meta['db_latency_ms']:g} ms added per call; one run per configuration and mode. "
         "Times in ms, averaged over the reads (the requests that go through `get_or_fetch`). "
         f"Users paced to {meta['rate']:g} requests/s in all. Figures 5.3 and 5.4 ran {meta['repeats']} times "
-        "(modes interleaved); their rows are means, with each repeat's average total in brackets.", "",
+        "(modes interleaved); their rows are means, with each repeat's average total in brackets. "
+        "*Model*: the hit rate of ideal caches on the same request sequence (`model.py`).", "",
     ]
     if meta["quick"]:
         lines += ["**Quick mode**: runs this short only show that the rig works; the hit rates are far below "
                   "the full study's (the caches are still cold).", ""]
-    head = ("| mode | hit rate | thesis | hits from process memory | avg cache | cache on hit | cache on miss | "
+    head = ("| mode | hit rate | model | thesis | hits from process memory | avg cache | cache on hit | cache on miss | "
             "avg total | total on hit | total on miss | total p99 | invalidation (write) | req/s | CPU µs/request: nodes, cairn |")
-    rule = "| --- " * 14 + "|"
+    rule = "| --- " * 15 + "|"
     for name, (changes, thesis) in figures.items():
         cfg = {**base, **changes}
         runs = runs_for(cfg)
@@ -122,9 +125,10 @@ def render(results: Dict[str, Dict[str, Any]], meta: Dict[str, Any], figures: Di
         png = f"figure_{name.replace('.', '_')}.png"
         figure(name, runs, thesis, out / png)
         lines += [f"## Figure {name}: {describe(cfg)}", "", f"![Figure {name}]({png})", "", head, rule]
+        expected = model.simulate(cfg, req, meta["users"])
         for m, r in runs.items():
             th = f"{thesis[m]:.0%}" if m in thesis else ""
-            lines.append(f"| {LABELS[m]} | **{r['hit_rate']:.1%}** | {th} | {r['local_hit_share']:.0%} | "
+            lines.append(f"| {LABELS[m]} | **{r['hit_rate']:.1%}** | {expected[m]:.1%} | {th} | {r['local_hit_share']:.0%} | "
                          f"{f2(r['cache_ms'])} | {f2(r['cache_hit_ms'])} | {f2(r['cache_miss_ms'])} | "
                          f"**{f2(r['total_ms'])}**{spread(r)} | {f2(r['total_hit_ms'])} | {f2(r['total_miss_ms'])} | "
                          f"{f2(r['total_p99_ms'])} | {f2(r['invalidate_ms'])} | {r['requests_per_s']:.0f} | "
@@ -150,5 +154,5 @@ def render(results: Dict[str, Dict[str, Any]], meta: Dict[str, Any], figures: Di
                 cells.append(f"{r['hit_rate']:.1%} / {f2(r['total_ms'])}" if r else "")
             lines.append(f"| {v} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines.append(f"Study wall time: {meta['elapsed_s']:.0f} s.")
+    lines.append(f"Time in runs (start-up and load), all configurations: {meta['run_s'] / 60:.0f} minutes.")
     return "\n".join(lines) + "\n"

@@ -188,7 +188,8 @@ def main() -> int:
 
     results = merge_repeats({rid: r for rid, r in done.items() if f"-q{requests}" in rid})
     meta = {"machine": machine(), "requests": requests, "users": args.users, "db_latency_ms": args.db_latency_ms,
-            "quick": args.quick, "elapsed_s": time.monotonic() - t_start, "rate": rate, "repeats": repeats}
+            "quick": args.quick, "rate": rate, "repeats": repeats,
+            "run_s": sum(r["wall_s"] + r["startup_s"] for rid, r in done.items() if f"-q{requests}" in rid)}
     (out / "summary.md").write_text(plots.render(results, meta, FIGURES, BASE,
                                                  QUICK_SWEEPS if args.quick else SWEEPS, run_id, out))
     print(f"[thesis] figures and {out / 'summary.md'} written in {time.monotonic() - t_start:.0f} s", flush=True)
