@@ -28,7 +28,8 @@ def test_thesis_study_quick(tmp_path):
     runs = json.loads((out / "runs.json").read_text())
     assert len(runs) == 24, sorted(runs)  # 8 configurations x 3 modes
     for rid, r in runs.items():
-        assert r["reads"] > 1000 and r["writes"] > 100, rid  # 1,500 requests, 80% (or 50%) reads
+        assert r["reads"] + r["writes"] >= 1450, rid  # 1,500 requests per run
+        assert r["reads"] > 500 and r["writes"] > 50, rid  # 50% to 95% reads
         assert 0.0 <= r["hit_rate"] <= 1.0, rid
         if r["hit_rate"] < 1.0:
             assert r["total_miss_ms"] >= 10.0, f"{rid}: a miss waits the database's 10 ms"
