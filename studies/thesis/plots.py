@@ -109,7 +109,7 @@ def render(results: Dict[str, Dict[str, Any]], meta: Dict[str, Any], figures: Di
         "Times in ms, averaged over the reads (the requests that go through `get_or_fetch`). "
         f"Users paced to {meta['rate']:g} requests/s in all. Figures 5.3 and 5.4 ran {meta['repeats']} times "
         "(modes interleaved); their rows are means, with each repeat's average total in brackets. "
-        "*Model*: the hit rate of ideal caches on the same request sequence (`model.py`).", "",
+        "*Model*: the hit rate of ideal caches on the same request mix (`model.py`).", "",
     ]
     if meta["quick"]:
         lines += ["**Quick mode**: runs this short only show that the rig works; the hit rates are far below "
