@@ -4,7 +4,8 @@ Requests are drawn the way the Locust users draw them (users dealt over the node
 from a random user), with the same mix but a random sequence of its own. A shared cache hits a
 read when the element was read or prefetched since its last write; a per-node cache when *that
 node* did. The hybrid's hit rate is the shared cache's; its share of hits answered from process
-memory is the per-node hit rate over the shared. Used to check the rig (measured hit rates should land on these) and to read the thesis's numbers.
+memory is the per-node hit rate over the shared. Used to check the rig (measured hit rates should
+land on these) and to read the thesis's numbers.
 
     python studies/thesis/model.py    # the six configurations at 40,000 requests
 """
