@@ -16,7 +16,7 @@ from typing import Any, Dict, Generator, Generic, Iterable, List, Optional, Sequ
 
 from . import envelope
 from .commands import TTL, ttl_ms
-from .near import NearCache
+from .near import MISS, NearCache
 from .serializers import Serializer
 from .tags import QueryLike, TagLike, parse_get_page, parse_keys_page, tag_args, to_query
 
@@ -228,11 +228,10 @@ class CacheCore(Generic[T]):
         near = self.near
         for k in keys:
             if near is not None:
-                v = near.get(k, _MISS)
-                if v is not _MISS:
+                v, _ = near.read(k)
+                if v is not MISS:
                     out[k] = v
                     continue
-                near.stats.misses += 1
             missing.append(k)
         if missing:
             found = yield from self.read(missing)
@@ -389,5 +388,3 @@ class CacheCore(Generic[T]):
             loaded += sum(1 for f in found.values() if f is not None)
         return loaded
 
-
-_MISS = object()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-import time
 from typing import Any, Awaitable, Callable, Dict, Generator, Generic, Iterable, List, Optional, Sequence, TypeVar, Union
 
 import redis
@@ -21,7 +20,7 @@ from . import commands as cmd
 from ._core import DEFAULT, CacheCore, Cmd, Fetch, Pipe, Sleep, TTLArg, WriteIf
 from .client import _check_kwargs
 from .commands import TTL, Call
-from .near import NearCache
+from .near import MISS, NearCache
 from .serializers import SerializerSpec, resolve_serializer
 from .sql import SqlResult
 from .tags import QueryLike, Tag, TagLike, TagPage
@@ -275,17 +274,9 @@ class AsyncCache(Generic[T]):
         """The value of ``key``, or ``default`` when it is missing (or stale)."""
         near = self._near
         if near is not None:
-            e = near.data.get(key)
-            if e is not None:
-                now = time.monotonic()
-                if e.deadline > now:
-                    if e.soft > now:
-                        e.ref = True
-                        near.stats.hits += 1
-                        return e.value
-                else:
-                    near._expire(key, e)
-            near.stats.misses += 1
+            value, _ = near.read(key)
+            if value is not MISS:
+                return value
         return await self._client._drive(self._core.get(key, default))
 
     async def get_many(self, keys: Sequence[str]) -> Dict[str, T]:
@@ -299,18 +290,9 @@ class AsyncCache(Generic[T]):
         near = self._near
         stale_entry = None
         if near is not None:
-            e = near.data.get(key)
-            if e is not None:
-                now = time.monotonic()
-                if e.deadline > now:
-                    if e.soft > now:
-                        e.ref = True
-                        near.stats.hits += 1
-                        return e.value
-                    stale_entry = e
-                else:
-                    near._expire(key, e)
-            near.stats.misses += 1
+            value, stale_entry = near.read(key)
+            if value is not MISS:
+                return value
         flight = self._flights.get(key)
         if flight is not None:
             if stale_entry is not None:

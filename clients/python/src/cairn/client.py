@@ -13,7 +13,7 @@ import redis
 from . import commands as cmd
 from ._core import DEFAULT, CacheCore, Cmd, Fetch, Pipe, Sleep, TTLArg, WriteIf
 from .commands import TTL, Call
-from .near import NearCache
+from .near import MISS, NearCache
 from .serializers import SerializerSpec, resolve_serializer
 from .sql import SqlResult
 from .tags import QueryLike, Tag, TagLike, TagPage
@@ -323,17 +323,9 @@ class Cache(Generic[T]):
         """The value of ``key``, or ``default`` when it is missing (or stale)."""
         near = self._near
         if near is not None:
-            e = near.data.get(key)
-            if e is not None:
-                now = time.monotonic()
-                if e.deadline > now:
-                    if e.soft > now:
-                        e.ref = True
-                        near.stats.hits += 1
-                        return e.value
-                else:
-                    near._expire(key, e)
-            near.stats.misses += 1
+            value, _ = near.read(key)
+            if value is not MISS:
+                return value
         return self._client._drive(self._core.get(key, default))
 
     def get_many(self, keys: Sequence[str]) -> Dict[str, T]:
@@ -351,18 +343,9 @@ class Cache(Generic[T]):
         near = self._near
         stale_entry = None
         if near is not None:
-            e = near.data.get(key)
-            if e is not None:
-                now = time.monotonic()
-                if e.deadline > now:
-                    if e.soft > now:
-                        e.ref = True
-                        near.stats.hits += 1
-                        return e.value
-                    stale_entry = e
-                else:
-                    near._expire(key, e)
-            near.stats.misses += 1
+            value, stale_entry = near.read(key)
+            if value is not MISS:
+                return value
         with self._flights_lock:
             flight = self._flights.get(key)
             leader = flight is None

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["NearCache", "NearStats", "FillToken"]
+__all__ = ["NearCache", "NearStats", "FillToken", "MISS"]
 
 _INF = float("inf")
+MISS: Any = object()  # "not answered from memory" (None is a value a cache may hold)
 
 
 class _Entry:
@@ -123,6 +124,23 @@ class NearCache:
                 self.stats.hits += 1
                 return e.value
         return default
+
+    def read(self, key: str) -> Tuple[Any, Optional[_Entry]]:
+        """A cache read, counted as a hit or a miss: ``(value, None)`` when ``key`` is fresh here,
+        else ``(MISS, entry)`` with the stale entry still kept (or None). Lock-free."""
+        e = self.data.get(key)
+        if e is not None:
+            now = time.monotonic()
+            if e.deadline > now:
+                if e.soft > now:
+                    e.ref = True
+                    self.stats.hits += 1
+                    return e.value, None
+                self.stats.misses += 1
+                return MISS, e
+            self._expire(key, e)
+        self.stats.misses += 1
+        return MISS, None
 
     def _expire(self, key: str, e: _Entry) -> None:
         with self._lock:
