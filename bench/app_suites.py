@@ -372,19 +372,7 @@ def _plt():
 
 def bar_panel(ax, groups, series, colors, ylabel, title, log=False, targets=None, value_fmt=None, legend_loc="upper left"):
     """groups: x labels; series: {label: [(median, lo, hi) | None per group]}; targets: {group index: (y, label)}."""
-    n = max(1, len(series))
-    width = 0.8 / n
-    for i, (label, vals) in enumerate(series.items()):
-        xs, ys, lo, hi = [], [], [], []
-        for g, v in enumerate(vals):
-            if v is None or v[0] != v[0]:
-                continue
-            xs.append(g - 0.4 + width * (i + 0.5))
-            ys.append(v[0])
-            lo.append(max(0, v[0] - v[1]))
-            hi.append(max(0, v[2] - v[0]))
-        bars = ax.bar(xs, ys, width * 0.92, label=label, color=colors.get(label, COL["other"]), yerr=[lo, hi],
-                      capsize=2, error_kw={"elinewidth": 0.8, "ecolor": "#333"})
+    for bars, ys in B.error_bars(ax, series, lambda label: colors.get(label, COL["other"]), 0.92):
         if value_fmt:
             for b_, y in zip(bars, ys):
                 ax.annotate(value_fmt(y), (b_.get_x() + b_.get_width() / 2, y), ha="center", va="bottom",

@@ -494,12 +494,11 @@ def _kfmt(ax):
         lambda v, _: f"{v / 1e6:g}M" if abs(v) >= 1e6 else f"{v / 1e3:g}k" if abs(v) >= 1e4 else f"{v:g}"))
 
 
-def grouped_bars(path, title, ylabel, groups, series, note=None, log=False):
-    """groups: x tick labels; series: {label: [(median, lo, hi) or None per group]}."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(min(12, max(7, 0.35 * len(groups) * max(1, len(series)) + 3)), 4.6))
-    n = max(1, len(series))
-    width = 0.8 / n
+def error_bars(ax, series, color_of, fill=0.95):
+    """Draws grouped bars with min-max error bars: series is {label: [(median, lo, hi) or None per
+    group]}; missing and NaN points are skipped. Returns [(bars, heights)] per series."""
+    width = 0.8 / max(1, len(series))
+    drawn = []
     for i, (label, vals) in enumerate(series.items()):
         xs, ys, lo, hi = [], [], [], []
         for g, v in enumerate(vals):
@@ -509,8 +508,18 @@ def grouped_bars(path, title, ylabel, groups, series, note=None, log=False):
             ys.append(v[0])
             lo.append(max(0, v[0] - v[1]))
             hi.append(max(0, v[2] - v[0]))
-        ax.bar(xs, ys, width * 0.95, label=label, color=color_for(label), yerr=[lo, hi], capsize=2,
-               error_kw={"elinewidth": 0.8, "ecolor": "#333"})
+        bars = ax.bar(xs, ys, width * fill, label=label, color=color_of(label), yerr=[lo, hi], capsize=2,
+                      error_kw={"elinewidth": 0.8, "ecolor": "#333"})
+        drawn.append((bars, ys))
+    return drawn
+
+
+def grouped_bars(path, title, ylabel, groups, series, note=None, log=False):
+    """groups: x tick labels; series: {label: [(median, lo, hi) or None per group]}."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(min(12, max(7, 0.35 * len(groups) * max(1, len(series)) + 3)), 4.6))
+    n = max(1, len(series))
+    error_bars(ax, series, color_for, 0.95)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups)
     if not log:
