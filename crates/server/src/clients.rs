@@ -49,6 +49,11 @@ pub struct ClientInfo {
     has_mail: AtomicBool,
     /// Channels plus patterns the client is subscribed to (RESP2 tracking messages need one).
     pub subscriptions: AtomicUsize,
+    /// The connection is gone (left the registry): a tracking REDIRECT to it is broken.
+    closed: AtomicBool,
+    /// CLIENT REPLY OFF/SKIP covers the command now running: if it replies later from another
+    /// thread (SQL), that reply is dropped. Set by the session before each command.
+    mute_deferred: AtomicBool,
 }
 
 /// Output produced for a connection by another thread: a deferred reply, or pushed messages.
@@ -88,6 +93,8 @@ impl ClientInfo {
             mailbox: Mutex::new(Mail::default()),
             has_mail: AtomicBool::new(false),
             subscriptions: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            mute_deferred: AtomicBool::new(false),
         }
     }
 
@@ -129,6 +136,13 @@ impl ClientInfo {
     /// Appends `bytes` to this client's output from any thread and wakes the thread that owns
     /// the connection. `resume` completes a deferred reply: the session goes on with its input.
     pub fn post(&self, bytes: &[u8], resume: bool) {
+        // The deferred reply of a command run under CLIENT REPLY OFF/SKIP is dropped; the
+        // resume still goes through. Pushes (resume false) are always delivered, as in Redis.
+        let bytes = if resume && self.mute_deferred.swap(false, Relaxed) {
+            &[][..]
+        } else {
+            bytes
+        };
         let first = {
             let mut mail = self.mailbox.lock();
             let first = mail.bytes.is_empty() && !mail.resume;
@@ -154,6 +168,27 @@ impl ClientInfo {
     #[inline]
     pub fn has_mail(&self) -> bool {
         self.has_mail.load(Relaxed)
+    }
+
+    /// Whether a deferred reply of the command about to run is dropped (CLIENT REPLY).
+    #[inline]
+    pub fn set_mute_deferred(&self, mute: bool) {
+        self.mute_deferred.store(mute, Relaxed);
+    }
+
+    /// The connection has left the registry (disconnected).
+    pub fn closed(&self) -> bool {
+        self.closed.load(Relaxed)
+    }
+
+    /// The client's class for CLIENT KILL TYPE: subscribed clients are `pubsub`, all others
+    /// (memcached connections included) `normal`; cairn has no masters or replicas.
+    pub fn kind(&self) -> ClientKind {
+        if self.subscriptions.load(Relaxed) > 0 {
+            ClientKind::Pubsub
+        } else {
+            ClientKind::Normal
+        }
     }
 
     /// One line of CLIENT LIST (without the trailing newline).
@@ -195,6 +230,28 @@ impl ClientInfo {
     }
 }
 
+/// Redis's client types (CLIENT KILL TYPE, CLIENT LIST TYPE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    Normal,
+    Master,
+    Replica,
+    Pubsub,
+}
+
+impl ClientKind {
+    /// Parses a type name as Redis does (`slave` is `replica`), ignoring case.
+    pub fn from_name(name: &[u8]) -> Option<ClientKind> {
+        match name.to_ascii_lowercase().as_slice() {
+            b"normal" => Some(ClientKind::Normal),
+            b"master" => Some(ClientKind::Master),
+            b"replica" | b"slave" => Some(ClientKind::Replica),
+            b"pubsub" => Some(ClientKind::Pubsub),
+            _ => None,
+        }
+    }
+}
+
 /// Which clients CLIENT KILL selects; every given criterion must match.
 #[derive(Default, Clone, Debug)]
 pub struct KillFilter<'a> {
@@ -202,6 +259,9 @@ pub struct KillFilter<'a> {
     pub addr: Option<&'a str>,
     pub laddr: Option<&'a str>,
     pub protocol: Option<Protocol>,
+    pub kind: Option<ClientKind>,
+    /// Only clients connected for at least this many seconds (MAXAGE).
+    pub min_age_secs: Option<u64>,
     /// Never kill this client (SKIPME yes: the caller's id).
     pub skip_id: Option<u64>,
 }
@@ -212,6 +272,10 @@ impl KillFilter<'_> {
             && self.addr.is_none_or(|a| c.addr == a)
             && self.laddr.is_none_or(|a| c.laddr == a)
             && self.protocol.is_none_or(|p| c.protocol == p)
+            && self.kind.is_none_or(|k| c.kind() == k)
+            && self
+                .min_age_secs
+                .is_none_or(|age| c.created.elapsed().as_secs() >= age)
             && self.skip_id != Some(c.id)
     }
 }
@@ -252,7 +316,8 @@ impl ClientRegistry {
 
     pub fn unregister(&self, id: u64) -> Option<Arc<ClientInfo>> {
         let removed = self.map.lock().remove(&id);
-        if removed.is_some() {
+        if let Some(c) = &removed {
+            c.closed.store(true, Relaxed);
             self.count.fetch_sub(1, Relaxed);
         }
         removed

@@ -38,6 +38,8 @@ pub struct Session {
     ranges: Vec<std::ops::Range<usize>>,
     scratch: Vec<u8>,
     memcache: McState,
+    /// What the client's `mute_deferred` flag was last set to (CLIENT REPLY).
+    deferred_muted: bool,
 }
 
 impl Session {
@@ -52,12 +54,15 @@ impl Session {
             ranges: Vec::new(),
             scratch: Vec::new(),
             memcache: McState::default(),
+            deferred_muted: false,
         }
     }
 
     /// Handles every complete request at the start of `input`, appending each reply to `out`.
     /// Incomplete trailing bytes are left unconsumed for the next call.
     pub fn process(&mut self, input: &[u8], out: &mut Vec<u8>) -> Progress {
+        // BCAST invalidations of this whole batch go out together, once per client and prefix.
+        let _batch = crate::tracking::batch();
         match self.protocol {
             Protocol::Resp => self.process_resp(input, out),
             Protocol::Memcache => {
@@ -112,7 +117,7 @@ impl Session {
                         resp::request::ArgSource::Scratch => &scratch[..],
                     };
                     commands += 1;
-                    self.dispatch(Args::new(buf, &ranges), out);
+                    self.dispatch_muted(Args::new(buf, &ranges), out);
                     if self.conn.close {
                         close = true;
                         break;
@@ -136,6 +141,23 @@ impl Session {
             close,
             waiting,
         }
+    }
+
+    /// Runs one command, then applies CLIENT REPLY OFF/SKIP: a muted command's output is dropped
+    /// (a deferred reply through `ClientInfo::post`), except the subscription confirmations,
+    /// which Redis 7.2+ sends as pushes regardless.
+    fn dispatch_muted(&mut self, args: Args<'_>, out: &mut Vec<u8>) {
+        let muted = self.conn.replies_muted();
+        if muted || self.deferred_muted {
+            self.conn.client.set_mute_deferred(muted);
+            self.deferred_muted = muted;
+        }
+        let start = out.len();
+        self.dispatch(args, out);
+        if self.conn.replies_muted() && !is_subscription(args.get(0)) {
+            out.truncate(start);
+        }
+        self.conn.reply_skip = std::mem::take(&mut self.conn.reply_skip_next);
     }
 
     fn dispatch(&mut self, args: Args<'_>, out: &mut Vec<u8>) {
@@ -191,6 +213,13 @@ impl Session {
         }
         resp::reply::error(out, msg)
     }
+}
+
+/// (P)SUBSCRIBE and (P)UNSUBSCRIBE, whose replies are pushes.
+fn is_subscription(name: &[u8]) -> bool {
+    ["subscribe", "unsubscribe", "psubscribe", "punsubscribe"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
 }
 
 impl Drop for Session {

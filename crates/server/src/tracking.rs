@@ -4,11 +4,14 @@
 //!
 //! Default mode keeps a table key → clients, filled by the tracked clients' reads and emptied
 //! for a key when it changes (one invalidation per read, as in Redis). BCAST mode matches changed
-//! keys against registered prefixes instead. The table holds at most `--tracking-table-max-keys`
-//! keys; when full, the oldest-inserted shard entry goes, and its clients are told (never
-//! silence). Nothing here runs for writes while no client tracks: the store checks one flag.
+//! keys against registered prefixes instead; as Redis batches them per event-loop cycle, the keys
+//! a batch of commands ([`batch`]) changes go out as one message per client and prefix. The table
+//! holds at most `--tracking-table-max-keys` keys; when full, the oldest-inserted shard entry
+//! goes, and its clients are told (never silence). A client whose REDIRECT target disconnected
+//! gets Redis's `tracking-redir-broken` push (RESP3) instead of each invalidation. Nothing here
+//! runs for writes while no client tracks: the store checks one flag.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -26,6 +29,8 @@ pub const INVALIDATE_CHANNEL: &[u8] = b"__redis__:invalidate";
 thread_local! {
     /// The client whose command is running on this thread, for NOLOOP.
     static CURRENT: Cell<u64> = const { Cell::new(0) };
+    /// BCAST invalidations held back until the batch of commands running on this thread ends.
+    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
 }
 
 /// Marks `client_id` as the author of the writes that follow on this thread.
@@ -33,16 +38,74 @@ pub fn set_current_client(client_id: u64) {
     CURRENT.with(|c| c.set(client_id));
 }
 
+#[derive(Default)]
+struct Pending {
+    /// Open [`Batch`] guards on this thread.
+    depth: usize,
+    /// (tracker address, prefix index) → changed keys matching that prefix.
+    buckets: HashMap<(usize, usize), (Arc<Tracker>, Vec<Vec<u8>>)>,
+}
+
+/// Holds BCAST invalidations back while alive (nested guards: until the outermost drops), then
+/// sends each client one message per prefix with every key changed meanwhile, as Redis does
+/// once per event-loop cycle. Sessions hold one around each batch of input they process.
+pub struct Batch(());
+
+/// Starts (or joins) this thread's batch of BCAST invalidations.
+pub fn batch() -> Batch {
+    PENDING.with(|p| p.borrow_mut().depth += 1);
+    Batch(())
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        let buckets = PENDING.with(|p| {
+            let mut p = p.borrow_mut();
+            p.depth -= 1;
+            if p.depth == 0 && !p.buckets.is_empty() {
+                std::mem::take(&mut p.buckets)
+            } else {
+                HashMap::new()
+            }
+        });
+        if buckets.is_empty() {
+            return;
+        }
+        let mut buckets: Vec<_> = buckets.into_iter().collect();
+        // Deterministic order: by client, then by prefix (Redis walks its prefixes in order).
+        buckets.sort_by_key(|((_, prefix), (t, _))| (t.id, *prefix));
+        let mut buf = Vec::new();
+        for (_, (tracker, mut keys)) in buckets {
+            keys.sort_unstable();
+            keys.dedup();
+            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            deliver(&mut buf, &tracker, Some(&keys));
+        }
+    }
+}
+
 /// One client's tracking settings, shared by the table entries it created.
 pub struct Tracker {
     /// The tracking client.
     pub id: u64,
+    /// The tracking client's connection (told when its redirect target is gone).
+    pub owner: Arc<ClientInfo>,
     /// Who receives its invalidations (itself, or the REDIRECT client).
     pub target: Arc<ClientInfo>,
     pub noloop: bool,
     /// Turned off (CLIENT TRACKING OFF, disconnect): stale table entries are skipped.
     pub enabled: AtomicBool,
+    /// BCAST prefixes, sorted; `""` matches every key.
     pub bcast_prefixes: Vec<Vec<u8>>,
+    /// The REDIRECT target disconnected (CLIENT TRACKINGINFO `broken_redirect`).
+    pub broken_redirect: AtomicBool,
+}
+
+impl Tracker {
+    /// Whether invalidations cannot be delivered because the REDIRECT target is gone.
+    fn redirect_broken(&self) -> bool {
+        self.target.id != self.id && self.target.closed()
+    }
 }
 
 #[derive(Default)]
@@ -142,24 +205,12 @@ impl Tracking {
                 hits.push((key, trackers));
             }
         }
-        let bcast = self.bcast.read();
-        if !bcast.is_empty() {
-            for &key in keys {
-                let matching: Vec<Arc<Tracker>> = bcast
-                    .iter()
-                    .filter(|t| {
-                        t.bcast_prefixes.is_empty()
-                            || t.bcast_prefixes.iter().any(|p| key.starts_with(p))
-                    })
-                    .cloned()
-                    .collect();
-                if !matching.is_empty() {
-                    hits.push((key, matching));
-                }
-            }
-        }
         if !hits.is_empty() {
             send(&group(&hits, author));
+        }
+        let bcast = self.bcast.read();
+        if !bcast.is_empty() {
+            broadcast(&bcast, keys, author);
         }
     }
 
@@ -174,17 +225,50 @@ impl Tracking {
         let mut buf = Vec::new();
         let mut seen = Vec::new();
         for t in self.trackers.read().iter() {
+            if t.redirect_broken() {
+                deliver(&mut buf, t, None);
+                continue;
+            }
             if seen.contains(&t.target.id) {
                 continue;
             }
             seen.push(t.target.id);
-            buf.clear();
-            write_invalidation(&mut buf, &t.target, None);
-            t.target.post(&buf, false);
+            deliver(&mut buf, t, None);
         }
     }
 }
 
+/// Matches changed keys against the BCAST trackers' prefixes: into this thread's open batch, or
+/// sent at once (one message per client and prefix) when no batch is open (expiry, eviction).
+fn broadcast(bcast: &[Arc<Tracker>], keys: &[&[u8]], author: u64) {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        let batching = p.depth > 0;
+        let mut buf = Vec::new();
+        for t in bcast {
+            if !t.enabled.load(Relaxed) || (t.noloop && t.id == author) {
+                continue;
+            }
+            for (i, prefix) in t.bcast_prefixes.iter().enumerate() {
+                let mut matching = keys.iter().filter(|k| k.starts_with(prefix)).peekable();
+                if matching.peek().is_none() {
+                    continue;
+                }
+                if batching {
+                    let slot = (Arc::as_ptr(t) as usize, i);
+                    let bucket = p
+                        .buckets
+                        .entry(slot)
+                        .or_insert_with(|| (t.clone(), Vec::new()));
+                    bucket.1.extend(matching.map(|k| k.to_vec()));
+                } else {
+                    let keys: Vec<&[u8]> = matching.copied().collect();
+                    deliver(&mut buf, t, Some(&keys));
+                }
+            }
+        }
+    })
+}
 /// Takes the oldest key still in the shard's table.
 fn pop_oldest(shard: &mut TableShard) -> Option<(Vec<u8>, Vec<Arc<Tracker>>)> {
     while let Some(key) = shard.order.pop_front() {
@@ -196,43 +280,89 @@ fn pop_oldest(shard: &mut TableShard) -> Option<(Vec<u8>, Vec<Arc<Tracker>>)> {
 }
 
 /// Groups changed keys by receiving client, skipping disabled trackers and NOLOOP authors.
-fn group<'k>(
-    hits: &[(&'k [u8], Vec<Arc<Tracker>>)],
-    author: u64,
-) -> Vec<(Arc<ClientInfo>, Vec<&'k [u8]>)> {
-    let mut by_target: Vec<(Arc<ClientInfo>, Vec<&[u8]>)> = Vec::new();
+/// Trackers whose REDIRECT target is gone are told so instead, once each.
+fn group<'k>(hits: &[(&'k [u8], Vec<Arc<Tracker>>)], author: u64) -> Vec<Delivery<'k>> {
+    let mut by_target: Vec<Delivery<'k>> = Vec::new();
     for (key, trackers) in hits {
         for t in trackers {
             if !t.enabled.load(Relaxed) || (t.noloop && t.id == author) {
                 continue;
             }
-            match by_target.iter_mut().find(|(c, _)| c.id == t.target.id) {
-                Some((_, keys)) => {
+            if t.redirect_broken() {
+                if !by_target
+                    .iter()
+                    .any(|d| matches!(d, Delivery::Broken(b) if Arc::ptr_eq(b, t)))
+                {
+                    by_target.push(Delivery::Broken(t.clone()));
+                }
+                continue;
+            }
+            let found = by_target.iter_mut().find_map(|d| match d {
+                Delivery::Keys(c, keys) if c.id == t.target.id => Some(keys),
+                _ => None,
+            });
+            match found {
+                Some(keys) => {
                     if !keys.contains(key) {
                         keys.push(key)
                     }
                 }
-                None => by_target.push((t.target.clone(), vec![*key])),
+                None => by_target.push(Delivery::Keys(t.target.clone(), vec![*key])),
             }
         }
     }
     by_target
 }
 
-fn send(groups: &[(Arc<ClientInfo>, Vec<&[u8]>)]) {
+/// What one changed-keys notification sends to one connection.
+enum Delivery<'k> {
+    /// An invalidation of these keys to this receiver.
+    Keys(Arc<ClientInfo>, Vec<&'k [u8]>),
+    /// `tracking-redir-broken` to this tracker's own connection.
+    Broken(Arc<Tracker>),
+}
+
+fn send(deliveries: &[Delivery<'_>]) {
     let mut buf = Vec::new();
-    for (target, keys) in groups {
-        buf.clear();
-        write_invalidation(&mut buf, target, Some(keys));
-        if !buf.is_empty() {
-            target.post(&buf, false);
+    for d in deliveries {
+        match d {
+            Delivery::Keys(target, keys) => {
+                buf.clear();
+                write_invalidation(&mut buf, target, Some(keys.as_slice()));
+                if !buf.is_empty() {
+                    target.post(&buf, false);
+                }
+            }
+            Delivery::Broken(t) => deliver(&mut buf, t, None),
         }
+    }
+}
+
+/// Sends `tracker`'s receiver an invalidation of `keys` (None: everything), or, when its
+/// REDIRECT target has disconnected, tells the tracking client itself as Redis does: a RESP3
+/// `tracking-redir-broken` push with the target's id (nothing for RESP2, which has no pushes).
+fn deliver(buf: &mut Vec<u8>, tracker: &Tracker, keys: Option<&[&[u8]]>) {
+    buf.clear();
+    if tracker.redirect_broken() {
+        tracker.broken_redirect.store(true, Relaxed);
+        let owner = &tracker.owner;
+        if version_of(owner) == Version::Resp3 {
+            reply::push_len(buf, 2, Version::Resp3);
+            reply::bulk(buf, b"tracking-redir-broken");
+            reply::integer(buf, tracker.target.id as i64);
+            owner.post(buf, false);
+        }
+        return;
+    }
+    write_invalidation(buf, &tracker.target, keys);
+    if !buf.is_empty() {
+        tracker.target.post(buf, false);
     }
 }
 
 /// An invalidation message in the receiver's protocol: a RESP3 `invalidate` push, or for RESP2
 /// (a REDIRECT target) a message on `__redis__:invalidate`. `None` means "everything".
-fn write_invalidation(buf: &mut Vec<u8>, target: &ClientInfo, keys: Option<&Vec<&[u8]>>) {
+fn write_invalidation(buf: &mut Vec<u8>, target: &ClientInfo, keys: Option<&[&[u8]]>) {
     let version = version_of(target);
     if version == Version::Resp2 && target.subscriptions.load(Relaxed) == 0 {
         // A RESP2 client not in subscribed mode would read the message as a reply: Redis sends

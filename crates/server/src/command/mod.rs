@@ -6,6 +6,7 @@
 //! touch sockets.
 
 mod args;
+mod client_cmd;
 mod hashes;
 mod keys;
 pub mod ops;
@@ -77,6 +78,12 @@ pub struct Conn {
     /// The command handed its work to another thread, which will post the reply
     /// (`ClientInfo::post` with `resume`); the session stops until then.
     pub waiting: bool,
+    /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON.
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: the reply of the command now running is dropped...
+    pub reply_skip: bool,
+    /// ...and so is the next command's (the session moves this into `reply_skip`).
+    pub reply_skip_next: bool,
 }
 
 impl Conn {
@@ -93,7 +100,16 @@ impl Conn {
             patterns: Vec::new(),
             tracking: None,
             waiting: false,
+            reply_off: false,
+            reply_skip: false,
+            reply_skip_next: false,
         }
+    }
+
+    /// Whether the running command's reply is dropped (CLIENT REPLY OFF or SKIP).
+    #[inline]
+    pub fn replies_muted(&self) -> bool {
+        self.reply_off || self.reply_skip
     }
 
     /// Whether a RESP2 connection is in subscribed mode (only pub/sub commands allowed).

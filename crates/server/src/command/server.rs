@@ -8,7 +8,6 @@ use resp::reply::Version;
 use store::glob;
 
 use super::{flags, parse_i64, Ctx, COMMANDS, NOT_INTEGER, SYNTAX};
-use crate::clients::KillFilter;
 use crate::config::{parse_size, MaxmemoryPolicy};
 
 /// The Redis version cairn reports, so that clients enable the features it implements.
@@ -63,12 +62,18 @@ pub fn time(ctx: &mut Ctx<'_, '_>) {
     ctx.bulk(now.subsec_micros().to_string().as_bytes());
 }
 
+/// Authenticates as Redis's `default` user. Without `requirepass` that user has no password
+/// (`nopass`): `AUTH default <anything>` succeeds, as `redis://default:pw@host` URLs need, while
+/// the one-argument form is refused because it is surely a configuration mistake.
 fn try_auth(ctx: &mut Ctx<'_, '_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
-    if !ctx.shared.settings.auth_required() {
+    let required = ctx.shared.settings.auth_required();
+    if user.is_none() && !required {
         ctx.err(b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
         return false;
     }
-    if user.is_none_or(|u| u == b"default") && ctx.shared.settings.password_matches(pass) {
+    if user.is_none_or(|u| u == b"default")
+        && (!required || ctx.shared.settings.password_matches(pass))
+    {
         ctx.conn.authenticated = true;
         true
     } else {
@@ -100,17 +105,20 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
         };
         i = 2;
     }
-    let mut name = None;
+    // As Redis: every option is parsed (and a name checked) before authenticating.
+    let (mut name, mut credentials) = (None, None);
     while i < ctx.argc() {
         match ctx.arg(i).to_ascii_lowercase().as_slice() {
             b"auth" if i + 2 < ctx.argc() => {
-                if !try_auth(ctx, Some(ctx.args.get(i + 1)), ctx.args.get(i + 2)) {
-                    return;
-                }
+                credentials = Some((ctx.args.get(i + 1), ctx.args.get(i + 2)));
                 i += 3;
             }
             b"setname" if i + 1 < ctx.argc() => {
-                name = Some(ctx.args.get(i + 1));
+                let n = ctx.args.get(i + 1);
+                if !super::client_cmd::valid_name(ctx, n) {
+                    return;
+                }
+                name = Some(n);
                 i += 2;
             }
             _ => {
@@ -122,11 +130,16 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
             }
         }
     }
+    if let Some((user, pass)) = credentials {
+        if !try_auth(ctx, Some(user), pass) {
+            return;
+        }
+    }
     if !ctx.conn.authenticated {
         return ctx.err(b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if let Some(name) = name {
-        *ctx.conn.client.name.lock() = Some(name.to_vec());
+        super::client_cmd::set_name(ctx, name);
     }
     ctx.conn.version = version;
     ctx.conn
@@ -427,13 +440,10 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
         }
         "setname" if ctx.argc() == 3 => {
             let name = ctx.args.get(2);
-            if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                return ctx.err(
-                    b"ERR Client names cannot contain spaces, newlines or special characters.",
-                );
+            if super::client_cmd::valid_name(ctx, name) {
+                super::client_cmd::set_name(ctx, name);
+                ctx.ok()
             }
-            *me.name.lock() = (!name.is_empty()).then(|| name.to_vec());
-            ctx.ok()
         }
         "info" if ctx.argc() == 2 => {
             let line = me.info_line() + "\n";
@@ -447,56 +457,17 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
             }
             resp::reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version)
         }
-        "kill" if ctx.argc() == 3 => {
-            let addr = String::from_utf8_lossy(ctx.arg(2)).into_owned();
-            if ctx.shared.clients.kill_by_addr(&addr, None) > 0 {
-                ctx.ok()
-            } else {
-                ctx.err(b"ERR No such client")
-            }
-        }
-        "kill" if ctx.argc() >= 4 && ctx.argc().is_multiple_of(2) => client_kill(ctx, me.id),
-        "setinfo" | "no-evict" | "no-touch" | "reply" if ctx.argc() >= 3 => ctx.ok(),
+        "kill" if ctx.argc() >= 3 => super::client_cmd::kill(ctx),
+        "reply" if ctx.argc() == 3 => super::client_cmd::reply(ctx),
+        "setinfo" | "no-evict" | "no-touch" if ctx.argc() >= 3 => ctx.ok(),
         "tracking" if ctx.argc() >= 3 => super::tracking_cmd::tracking(ctx),
         "caching" if ctx.argc() == 3 => super::tracking_cmd::caching(ctx),
         "getredir" if ctx.argc() == 2 => super::tracking_cmd::getredir(ctx),
         "trackinginfo" if ctx.argc() == 2 => super::tracking_cmd::trackinginfo(ctx),
-        "id" | "getname" | "setname" | "info" | "kill" | "setinfo" | "tracking" | "caching"
-        | "getredir" | "trackinginfo" => wrong_args_sub(ctx, "client"),
+        "id" | "getname" | "setname" | "info" | "kill" | "reply" | "setinfo" | "tracking"
+        | "caching" | "getredir" | "trackinginfo" => wrong_args_sub(ctx, "client"),
         _ => unknown_subcommand(ctx, "CLIENT"),
     }
-}
-
-fn client_kill(ctx: &mut Ctx<'_, '_>, my_id: u64) {
-    let texts: Vec<String> = ctx
-        .args
-        .tail(2)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let mut filter = KillFilter {
-        skip_id: Some(my_id),
-        ..KillFilter::default()
-    };
-    for pair in texts.chunks(2) {
-        let value = pair[1].as_str();
-        match pair[0].to_ascii_lowercase().as_str() {
-            "id" => match value.parse() {
-                Ok(id) => filter.id = Some(id),
-                Err(_) => return ctx.err(b"ERR client-id should be greater than 0"),
-            },
-            "addr" => filter.addr = Some(value),
-            "laddr" => filter.laddr = Some(value),
-            "skipme" => match value.to_ascii_lowercase().as_str() {
-                "yes" => filter.skip_id = Some(my_id),
-                "no" => filter.skip_id = None,
-                _ => return ctx.err(SYNTAX),
-            },
-            "type" | "user" | "maxage" => {}
-            _ => return ctx.err(SYNTAX),
-        }
-    }
-    let killed = ctx.shared.clients.kill(&filter);
-    ctx.int(killed as i64)
 }
 
 fn command_info(ctx: &mut Ctx<'_, '_>, c: &super::Command) {
