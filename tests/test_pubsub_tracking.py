@@ -562,6 +562,94 @@ def test_resp2_without_subscription_gets_no_messages(server, r, conns):
     assert t.command("PING") == b"+PONG\r\n"
 
 
+def _wait_gone(r, client):
+    wait_until(lambda: client not in [int(c["id"]) for c in r.client_list()], timeout=3,
+               msg="the closed client to leave CLIENT LIST")
+
+
+def test_redirect_broken_push_when_target_disconnects(server, r, conns):
+    target = conns.raw(server)
+    tid = client_id(target)
+    data = conns.resp3(server)
+    assert data.command("CLIENT", "TRACKING", "ON", "REDIRECT", str(tid)) == b"+OK\r\n"
+    data.command("GET", "rb")
+    target.close()
+    _wait_gone(r, tid)
+    r.set("rb", "1")
+    # exactly Redis's push: >2 $21 tracking-redir-broken :<id>, instead of the invalidation
+    broken = push3(bulk("tracking-redir-broken"), b":%d\r\n" % tid)
+    data.expect(broken)
+    info = decode_resp(data.command("CLIENT", "TRACKINGINFO"))
+    assert b"broken_redirect" in info[b"flags"] and info[b"redirect"] == tid
+    # BCAST registrations are told the same way
+    target = conns.raw(server)
+    tid = client_id(target)
+    bc = conns.resp3(server)
+    assert bc.command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "rbb:", "REDIRECT", str(tid)) == b"+OK\r\n"
+    target.close()
+    _wait_gone(r, tid)
+    r.mset({"rbb:1": "x", "rbb:2": "y"})
+    bc.expect(push3(bulk("tracking-redir-broken"), b":%d\r\n" % tid))
+    assert bc.read_available(0.1) == b""
+    # a RESP2 client cannot be told (no pushes): nothing arrives, the stream stays in sync
+    target = conns.raw(server)
+    tid = client_id(target)
+    old = conns.raw(server)
+    old.command("CLIENT", "TRACKING", "ON", "REDIRECT", str(tid))
+    old.command("GET", "rb2")
+    target.close()
+    _wait_gone(r, tid)
+    r.set("rb2", "1")
+    assert old.read_available(0.15) == b""
+    assert old.command("PING") == b"+PONG\r\n"
+
+
+def test_tracking_off_accepts_options(server, r, conns):
+    t = conns.tracked(server, "BCAST", "PREFIX", "toff:")
+    assert t.command("CLIENT", "TRACKING", "OFF", "BCAST", "PREFIX", "toff:") == b"+OK\r\n"
+    assert decode_resp(t.command("CLIENT", "TRACKINGINFO"))[b"flags"] == {b"off"}
+    r.set("toff:1", "x")
+    assert t.read_available(0.15) == b""
+    # OFF parses the options as ON does: errors for bad ones, and tracking stays as it was
+    t.command("CLIENT", "TRACKING", "ON")
+    assert t.err("CLIENT", "TRACKING", "OFF", "REDIRECT", "987654") == \
+        "ERR The client ID you want redirect to does not exist"
+    assert t.err("CLIENT", "TRACKING", "OFF", "FOO") == "ERR syntax error"
+    assert decode_resp(t.command("CLIENT", "TRACKINGINFO"))[b"flags"] == {b"on"}
+    t.command("GET", "toff:2")
+    assert t.command("CLIENT", "TRACKING", "OFF", "NOLOOP", "OPTIN") == b"+OK\r\n"
+    r.set("toff:2", "x")
+    assert t.read_available(0.15) == b""
+
+
+def test_bcast_one_push_per_command_and_prefix(server, r, conns):
+    t = conns.tracked(server, "BCAST", "PREFIX", "bp:", "PREFIX", "bq:")
+    r.mset({"bp:1": "a", "bp:2": "b", "bp:3": "c", "bq:1": "d", "bz:1": "e"})
+    msgs = messages(t, 0.3)
+    assert sorted(m[1] for m in msgs) == [[b"bp:1", b"bp:2", b"bp:3"], [b"bq:1"]], msgs
+    assert all(m[0] == b"invalidate" for m in msgs)
+    assert r.delete("bp:1", "bp:2", "bp:3") == 3
+    msgs = messages(t, 0.3)
+    assert len(msgs) == 1 and sorted(msgs[0][1]) == [b"bp:1", b"bp:2", b"bp:3"], msgs
+
+
+def test_bcast_prefixes_accumulate_and_must_not_overlap(server, r, conns):
+    c = conns.resp3(server)
+    assert c.command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a") == b"+OK\r\n"
+    assert c.err("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ab") == (
+        "ERR Prefix 'ab' overlaps with an existing prefix 'a'. Prefixes for a single client must not overlap.")
+    assert c.err("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a") == (
+        "ERR Prefix 'a' overlaps with an existing prefix 'a'. Prefixes for a single client must not overlap.")
+    assert c.command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "b") == b"+OK\r\n"
+    assert decode_resp(c.command("CLIENT", "TRACKINGINFO"))[b"prefixes"] == [b"a", b"b"]
+    assert c.command("CLIENT", "TRACKING", "OFF") == b"+OK\r\n"
+    # without PREFIX, BCAST registers the empty prefix (every key), which overlaps any other
+    assert c.command("CLIENT", "TRACKING", "ON", "BCAST") == b"+OK\r\n"
+    assert decode_resp(c.command("CLIENT", "TRACKINGINFO"))[b"prefixes"] == [b""]
+    assert c.err("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "x") == (
+        "ERR Prefix 'x' overlaps with an existing prefix ''. Prefixes for a single client must not overlap.")
+
+
 # ----------------------------------------------------------------------------
 # GETREDIR / TRACKINGINFO / errors
 # ----------------------------------------------------------------------------
