@@ -443,6 +443,44 @@ mod tests {
     }
 
     #[test]
+    fn kill_filters_by_kind_and_age() {
+        let reg = ClientRegistry::new();
+        let normal = client(&reg, "127.0.0.1:1000", "127.0.0.1:6380");
+        let sub = client(&reg, "127.0.0.1:1001", "127.0.0.1:6380");
+        sub.subscriptions.store(1, Relaxed);
+        assert_eq!(sub.kind(), ClientKind::Pubsub);
+        assert_eq!(normal.kind(), ClientKind::Normal);
+        for (name, kind) in [
+            ("Normal", ClientKind::Normal),
+            ("slave", ClientKind::Replica),
+            ("replica", ClientKind::Replica),
+            ("master", ClientKind::Master),
+            ("pubsub", ClientKind::Pubsub),
+        ] {
+            assert_eq!(ClientKind::from_name(name.as_bytes()), Some(kind));
+        }
+        assert_eq!(ClientKind::from_name(b"x"), None);
+        let by_kind = |kind| KillFilter {
+            kind: Some(kind),
+            ..Default::default()
+        };
+        assert_eq!(reg.kill(&by_kind(ClientKind::Master)), 0);
+        // nobody is an hour old
+        let old = KillFilter {
+            min_age_secs: Some(3600),
+            ..Default::default()
+        };
+        assert_eq!(reg.kill(&old), 0);
+        assert!(!normal.killed() && !sub.killed());
+        assert_eq!(reg.kill(&by_kind(ClientKind::Pubsub)), 1);
+        assert!(sub.killed() && !normal.killed());
+        // closed is set when a connection leaves the registry
+        assert!(!normal.closed());
+        reg.unregister(normal.id);
+        assert!(normal.closed());
+    }
+
+    #[test]
     fn info_line() {
         let c = ClientInfo::new(
             7,

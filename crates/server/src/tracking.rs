@@ -38,12 +38,15 @@ pub fn set_current_client(client_id: u64) {
     CURRENT.with(|c| c.set(client_id));
 }
 
+/// A BCAST client's keys changed under one of its prefixes.
+type Bucket = (Arc<Tracker>, Vec<Vec<u8>>);
+
 #[derive(Default)]
 struct Pending {
     /// Open [`Batch`] guards on this thread.
     depth: usize,
     /// (tracker address, prefix index) → changed keys matching that prefix.
-    buckets: HashMap<(usize, usize), (Arc<Tracker>, Vec<Vec<u8>>)>,
+    buckets: HashMap<(usize, usize), Bucket>,
 }
 
 /// Holds BCAST invalidations back while alive (nested guards: until the outermost drops), then
@@ -76,6 +79,9 @@ impl Drop for Batch {
         buckets.sort_by_key(|((_, prefix), (t, _))| (t.id, *prefix));
         let mut buf = Vec::new();
         for (_, (tracker, mut keys)) in buckets {
+            if !tracker.enabled.load(Relaxed) {
+                continue; // turned off since (CLIENT TRACKING OFF later in the batch)
+            }
             keys.sort_unstable();
             keys.dedup();
             let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
@@ -395,5 +401,83 @@ impl store::ChangeListener for Listener {
     }
     fn flushed(&self) {
         self.0.flushed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::ClientRegistry;
+    use crate::session::Protocol;
+
+    fn resp3_client(reg: &ClientRegistry) -> Arc<ClientInfo> {
+        let c = Arc::new(ClientInfo::detached(reg.next_id(), Protocol::Resp));
+        c.resp_version.store(3, Relaxed);
+        reg.register(c.clone());
+        c
+    }
+
+    fn bcast_tracker(
+        owner: &Arc<ClientInfo>,
+        target: &Arc<ClientInfo>,
+        prefixes: &[&str],
+    ) -> Arc<Tracker> {
+        Arc::new(Tracker {
+            id: owner.id,
+            owner: owner.clone(),
+            target: target.clone(),
+            noloop: false,
+            enabled: AtomicBool::new(true),
+            bcast_prefixes: prefixes.iter().map(|p| p.as_bytes().to_vec()).collect(),
+            broken_redirect: AtomicBool::new(false),
+        })
+    }
+
+    /// The pushes in `bytes`, each as its list of keys.
+    fn pushes(bytes: &[u8]) -> Vec<String> {
+        String::from_utf8_lossy(bytes)
+            .split(">2\r\n")
+            .filter(|s| !s.is_empty())
+            .map(|s| s.replace("\r\n", " "))
+            .collect()
+    }
+
+    #[test]
+    fn bcast_sends_one_push_per_prefix_for_a_batch() {
+        let reg = ClientRegistry::new();
+        let tracking = Tracking::new(store::Store::new(store::StoreConfig::default()), 100);
+        let c = resp3_client(&reg);
+        tracking.enable(bcast_tracker(&c, &c, &["a", "b"]), true);
+        {
+            let _batch = batch();
+            tracking.changed(&[b"a2", b"b1", b"c1"]);
+            tracking.changed(&[b"a1", b"a2"]);
+            assert!(!c.has_mail(), "held back until the batch ends");
+        }
+        assert_eq!(
+            pushes(&c.take_mail().bytes),
+            ["$10 invalidate *2 $2 a1 $2 a2 ", "$10 invalidate *1 $2 b1 "]
+        );
+        // outside a batch (expiry, eviction): at once
+        tracking.changed(&[b"a3", b"a4"]);
+        assert_eq!(
+            pushes(&c.take_mail().bytes),
+            ["$10 invalidate *2 $2 a3 $2 a4 "]
+        );
+    }
+
+    #[test]
+    fn broken_redirect_is_reported_to_the_tracking_client() {
+        let reg = ClientRegistry::new();
+        let tracking = Tracking::new(store::Store::new(store::StoreConfig::default()), 100);
+        let (c, target) = (resp3_client(&reg), resp3_client(&reg));
+        let t = bcast_tracker(&c, &target, &[""]);
+        tracking.enable(t.clone(), true);
+        reg.unregister(target.id);
+        tracking.changed(&[b"k"]);
+        let expected = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{}\r\n", target.id);
+        assert_eq!(c.take_mail().bytes, expected.as_bytes());
+        assert!(!target.has_mail());
+        assert!(t.broken_redirect.load(Relaxed));
     }
 }
