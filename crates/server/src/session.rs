@@ -12,6 +12,10 @@ use crate::shared::Shared;
 /// Output size after which `process` returns early so that the runtime can flush it.
 pub const OUTPUT_BATCH: usize = 1024 * 1024;
 
+/// Argument ranges kept for the next request; a bigger index (one per argument of a huge
+/// request) is freed once its request is done.
+const RANGES_KEEP: usize = 4096;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Resp,
@@ -35,6 +39,8 @@ pub struct Session {
     shared: Arc<Shared>,
     conn: Conn,
     limits: resp::request::Limits,
+    /// Where a partial request's parse stopped (`ranges` then holds its first arguments).
+    resume: resp::request::Resume,
     ranges: Vec<std::ops::Range<usize>>,
     scratch: Vec<u8>,
     memcache: McState,
@@ -49,6 +55,7 @@ impl Session {
             shared,
             conn: Conn::new(client, authenticated),
             limits,
+            resume: resp::request::Resume::default(),
             ranges: Vec::new(),
             scratch: Vec::new(),
             memcache: McState::default(),
@@ -94,7 +101,13 @@ impl Session {
         let mut close = false;
         while consumed < input.len() {
             let rest = &input[consumed..];
-            match resp::request::parse_request(rest, &self.limits, &mut ranges, &mut scratch) {
+            match resp::request::parse_request_resumable(
+                rest,
+                &self.limits,
+                &mut ranges,
+                &mut scratch,
+                &mut self.resume,
+            ) {
                 Err(err) => {
                     err.write_reply(out);
                     consumed = input.len();
@@ -126,6 +139,10 @@ impl Session {
                     }
                 }
             }
+        }
+        if ranges.capacity() > RANGES_KEEP && !self.resume.is_active() {
+            // A request of millions of arguments is done: don't keep its index.
+            ranges = Vec::new();
         }
         self.ranges = ranges;
         self.scratch = scratch;
@@ -159,7 +176,7 @@ impl Session {
             );
             return self.reject(out, msg.as_bytes());
         }
-        if !self.conn.authenticated && !command.has(flags::NOAUTH) {
+        if !command.has(flags::NOAUTH) && self.conn.auth_pending(&self.shared.settings) {
             return self.reject(out, b"NOAUTH Authentication required.");
         }
         if self.conn.subscribed_resp2() && !command.has(flags::PUBSUB) {

@@ -30,6 +30,7 @@ pub struct Settings {
     pub maxclients: AtomicUsize,
     pub client_output_limit: AtomicU64,
     pub max_value_size: AtomicUsize,
+    pub client_query_buffer_limit: AtomicUsize,
 }
 
 impl Settings {
@@ -40,6 +41,7 @@ impl Settings {
             maxclients: AtomicUsize::new(config.maxclients),
             client_output_limit: AtomicU64::new(config.client_output_limit),
             max_value_size: AtomicUsize::new(config.max_value_size),
+            client_query_buffer_limit: AtomicUsize::new(config.client_query_buffer_limit),
         };
         settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));
         settings

@@ -96,6 +96,12 @@ impl Conn {
         }
     }
 
+    /// Whether the client must still AUTH: it has not, and a password is set. Clearing
+    /// `requirepass` lets waiting connections through (as Redis's default user becomes nopass).
+    pub fn auth_pending(&self, settings: &crate::shared::Settings) -> bool {
+        !self.authenticated && settings.auth_required()
+    }
+
     /// Whether a RESP2 connection is in subscribed mode (only pub/sub commands allowed).
     pub fn subscribed_resp2(&self) -> bool {
         self.version == Version::Resp2 && !(self.channels.is_empty() && self.patterns.is_empty())

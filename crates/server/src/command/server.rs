@@ -122,7 +122,7 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
             }
         }
     }
-    if !ctx.conn.authenticated {
+    if ctx.conn.auth_pending(&ctx.shared.settings) {
         return ctx.err(b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if let Some(name) = name {
@@ -316,6 +316,10 @@ fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
         ("loglevel", cfg.loglevel.clone()),
         ("max-value-size", s.max_value_size.load(Relaxed).to_string()),
         (
+            "client-query-buffer-limit",
+            s.client_query_buffer_limit.load(Relaxed).to_string(),
+        ),
+        (
             "client-output-limit",
             s.client_output_limit.load(Relaxed).to_string(),
         ),
@@ -340,7 +344,7 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
         "maxclients" => shared
             .settings
             .maxclients
-            .store(text.parse().map_err(|_| "not a number")?, Relaxed),
+            .store(crate::config::parse_maxclients(text)?, Relaxed),
         "requirepass" => shared.settings.set_requirepass(Some(value)),
         "client-output-limit" => shared
             .settings
@@ -349,7 +353,11 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
         "max-value-size" => shared
             .settings
             .max_value_size
-            .store(parse_size(text)? as usize, Relaxed),
+            .store(crate::config::parse_max_value_size(text)?, Relaxed),
+        "client-query-buffer-limit" => shared
+            .settings
+            .client_query_buffer_limit
+            .store(crate::config::parse_query_buffer_limit(text)?, Relaxed),
         _ => {
             return Err(format!(
                 "Unknown option or number of arguments for CONFIG SET - '{name}'"

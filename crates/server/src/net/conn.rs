@@ -68,7 +68,7 @@ impl BufPool {
 /// added to [`ServerStats`] once per loop turn.
 pub struct Ctx {
     pub pool: BufPool,
-    /// Largest input buffer (max_value_size + 1 MiB).
+    /// Largest input buffer (`config::effective_query_buffer_limit`).
     pub max_input: usize,
     /// Unsent output that disconnects a client; 0 = unlimited (then: pure backpressure).
     pub output_limit: usize,
@@ -96,8 +96,11 @@ impl Ctx {
 
     /// Reads the limits (CONFIG SET may change them) and the clock; once per loop turn.
     pub fn refresh(&mut self, settings: &Settings) {
-        let max_value_size = settings.max_value_size.load(Relaxed);
-        self.max_input = max_value_size.saturating_add(1 << 20).max(IN_BUF);
+        self.max_input = crate::config::effective_query_buffer_limit(
+            settings.client_query_buffer_limit.load(Relaxed),
+            settings.max_value_size.load(Relaxed),
+        )
+        .max(IN_BUF);
         let limit = settings.client_output_limit.load(Relaxed);
         self.output_limit = usize::try_from(limit).unwrap_or(usize::MAX);
         self.now_ms = crate::clients::now_ms();
