@@ -109,6 +109,7 @@ impl Session {
                 &mut self.resume,
             ) {
                 Err(err) => {
+                    command::stats::record_error(err.0.as_bytes());
                     err.write_reply(out);
                     consumed = input.len();
                     close = true;
@@ -147,6 +148,9 @@ impl Session {
         self.ranges = ranges;
         self.scratch = scratch;
         self.count(commands);
+        if commands > 0 {
+            self.conn.publish();
+        }
         let waiting = std::mem::take(&mut self.conn.waiting);
         Progress {
             consumed,
@@ -174,9 +178,11 @@ impl Session {
                 "ERR wrong number of arguments for '{}' command",
                 command.name
             );
+            command::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
         if !command.has(flags::NOAUTH) && self.conn.auth_pending(&self.shared.settings) {
+            command::stats::record_rejected(command);
             return self.reject(out, b"NOAUTH Authentication required.");
         }
         if self.conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
@@ -184,16 +190,24 @@ impl Session {
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                 command.name
             );
+            command::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
         self.conn.client.set_last_command(command.name);
         if let Some(queue) = self.conn.multi.as_mut() {
             if command.has(flags::DEFERRED) {
                 let msg = format!("ERR '{}' cannot run inside MULTI", command.name);
+                command::stats::record_rejected(command);
                 return self.reject(out, msg.as_bytes());
             }
             if !command.has(flags::NOQUEUE) {
-                queue.push(OwnedArgs::copy(&args));
+                let queued = OwnedArgs::copy(&args);
+                self.conn
+                    .client
+                    .state
+                    .multi_mem
+                    .fetch_add(queued.buf.len() as u64, Relaxed);
+                queue.push(queued);
                 return resp::reply::simple(out, b"QUEUED");
             }
         }
@@ -203,6 +217,7 @@ impl Session {
     /// Replies with an error for a command that could not run; inside MULTI this also dooms
     /// the transaction, as in Redis.
     fn reject(&mut self, out: &mut Vec<u8>, msg: &[u8]) {
+        command::stats::record_error(msg);
         if self.conn.multi.is_some() {
             self.conn.multi_dirty = true;
         }

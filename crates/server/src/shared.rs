@@ -84,6 +84,8 @@ pub struct Shared {
     pub store: Arc<store::Store>,
     pub clients: ClientRegistry,
     pub stats: ServerStats,
+    /// INFO's instantaneous rates and memory peak.
+    pub metrics: crate::metrics::Metrics,
     pub started: Instant,
     pub shutdown: AtomicBool,
 }
@@ -115,7 +117,7 @@ impl Shared {
                 None
             }
         };
-        Arc::new(Shared {
+        let shared = Arc::new(Shared {
             pubsub: crate::pubsub::PubSub::default(),
             sql,
             tracking,
@@ -124,8 +126,11 @@ impl Shared {
             store,
             clients: ClientRegistry::default(),
             stats: ServerStats::default(),
+            metrics: crate::metrics::Metrics::default(),
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
-        })
+        });
+        crate::metrics::Metrics::start(&shared);
+        shared
     }
 }

@@ -438,6 +438,9 @@ impl Conn {
             .qbuf
             .store((self.end - self.start) as u64, Relaxed);
         self.client
+            .qbuf_free
+            .store((self.inbuf.len() - self.end) as u64, Relaxed);
+        self.client
             .omem
             .store((self.out.len() - self.out_pos) as u64, Relaxed);
         Ok(())
