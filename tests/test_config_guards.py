@@ -139,4 +139,5 @@ def test_query_buffer_limit_bounds_a_huge_request(server_factory):
         pass
     assert c.is_closed(timeout=5)
     assert srv.client().dbsize() == 30_000
+    assert srv.client().info("stats")["client_query_buffer_limit_disconnections"] == 1
     assert srv.proc.poll() is None, srv.log()

@@ -171,6 +171,8 @@ def test_info_values_are_real(server_factory):
             other.request(b"PING\r\n", b"+PONG\r\n")
     stats = info_sections(c, "stats")["Stats"]
     assert int(stats["total_connections_received"]) == connections + 5
+    assert int(stats["total_reads_processed"]) >= 6
+    assert int(stats["total_writes_processed"]) >= 5
 
     # Load from another connection: ops/sec and CPU time become visible.
     stop = threading.Event()
@@ -417,6 +419,7 @@ def test_config_resetstat_resets_every_counter(server_factory):
                  "total_error_replies", "rejected_connections", "expired_keys", "evicted_keys"):
         assert stats[name] == "0", (name, stats[name])
     assert int(stats["total_commands_processed"]) <= 2
+    assert int(stats["total_reads_processed"]) <= 3
     assert int(stats["total_net_input_bytes"]) < int(before["total_net_input_bytes"])
     # Only CONFIG itself ran since the reset (INFO is counted once it has answered).
     # (Redis names it `cmdstat_config|resetstat`: it counts subcommands apart.)

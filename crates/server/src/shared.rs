@@ -18,6 +18,9 @@ pub struct ServerStats {
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub client_output_limit_disconnections: AtomicU64,
+    pub client_query_buffer_limit_disconnections: AtomicU64,
+    pub total_reads_processed: AtomicU64,
+    pub total_writes_processed: AtomicU64,
     /// memcached `stats` counters (cmd_get, get_hits, cas_badval, ...).
     pub memcache: crate::memcached::McStats,
 }

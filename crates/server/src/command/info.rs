@@ -518,11 +518,15 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "unexpected_error_replies", 0);
     field(t, "total_error_replies", super::stats::total_errors());
     field(t, "dump_payload_sanitizations", 0);
-    field(t, "total_reads_processed", 0);
-    field(t, "total_writes_processed", 0);
+    field(t, "total_reads_processed", s.total_reads_processed.load(Relaxed));
+    field(t, "total_writes_processed", s.total_writes_processed.load(Relaxed));
     field(t, "io_threaded_reads_processed", 0);
     field(t, "io_threaded_writes_processed", 0);
-    field(t, "client_query_buffer_limit_disconnections", 0);
+    field(
+        t,
+        "client_query_buffer_limit_disconnections",
+        s.client_query_buffer_limit_disconnections.load(Relaxed),
+    );
     let output_limit = s.client_output_limit_disconnections.load(Relaxed);
     field(t, "client_output_buffer_limit_disconnections", output_limit);
     field(t, "reply_buffer_shrinks", 0);

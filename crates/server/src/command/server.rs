@@ -286,6 +286,9 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
                 &s.net_input_bytes,
                 &s.net_output_bytes,
                 &s.client_output_limit_disconnections,
+                &s.client_query_buffer_limit_disconnections,
+                &s.total_reads_processed,
+                &s.total_writes_processed,
             ] {
                 counter.store(0, Relaxed);
             }
