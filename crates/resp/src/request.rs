@@ -232,7 +232,10 @@ enum Header {
     /// `*0` or a negative count: a request of no arguments, this many bytes long.
     Empty(usize),
     /// `count` arguments, the first starting at offset `first`.
-    Count { count: usize, first: usize },
+    Count {
+        count: usize,
+        first: usize,
+    },
 }
 
 fn multibulk_header(buf: &[u8], limits: &Limits) -> Result<Header, ProtocolError> {

@@ -546,7 +546,10 @@ mod tests {
         c.state.sub.store(2, Relaxed);
         c.state.multi.store(3, Relaxed);
         let line = c.info_line();
-        assert!(line.contains(" flags=Pxt db=0 sub=2 psub=0 ssub=0 multi=3 "), "{line}");
+        assert!(
+            line.contains(" flags=Pxt db=0 sub=2 psub=0 ssub=0 multi=3 "),
+            "{line}"
+        );
         assert!(line.ends_with(" lib-name=redis-py lib-ver="), "{line}");
         assert_eq!(c.client_type(), ClientType::Pubsub);
     }

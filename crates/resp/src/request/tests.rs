@@ -470,7 +470,12 @@ fn resumed_parse_does_not_read_earlier_arguments_again() {
     let mut args = Vec::new();
     let mut resume = Resume::default();
     let got = resumable(&buf, &mut args, &mut resume).unwrap();
-    assert_eq!(got.0, Parsed::Incomplete { need: Some(buf.len() + 5) });
+    assert_eq!(
+        got.0,
+        Parsed::Incomplete {
+            need: Some(buf.len() + 5)
+        }
+    );
     assert!(resume.is_active());
     assert_eq!(args, vec![8..11, 17..18]);
     // The parsed prefix is not looked at again: overwrite it and the resumed parse still
@@ -492,7 +497,10 @@ fn resumed_parse_does_not_read_earlier_arguments_again() {
 #[test]
 fn resumable_parse_fed_byte_by_byte_matches_a_whole_parse() {
     let mut buf = Vec::new();
-    for part in [&b"*4\r\n$4\r\nMSET\r\n$1\r\na\r\n$0\r\n\r\n$3\r\nxyz\r\n"[..], b"PING\r\n"] {
+    for part in [
+        &b"*4\r\n$4\r\nMSET\r\n$1\r\na\r\n$0\r\n\r\n$3\r\nxyz\r\n"[..],
+        b"PING\r\n",
+    ] {
         buf.extend_from_slice(part);
     }
     let whole = complete(&buf);

@@ -233,7 +233,9 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
     // Latency percentiles are not tracked: the section is there, empty, as in Redis with
     // `latency-tracking no`.
     section("latencystats", "Latencystats", &mut |_| {});
-    section("cluster", "Cluster", &mut |t| field(t, "cluster_enabled", 0));
+    section("cluster", "Cluster", &mut |t| {
+        field(t, "cluster_enabled", 0)
+    });
     section("keyspace", "Keyspace", &mut |t| {
         keyspace_section(t, store_stats.as_ref())
     });
@@ -392,13 +394,21 @@ fn memory_section(t: &mut String, shared: &Shared) {
     field(t, "maxmemory", max);
     field(t, "maxmemory_human", human(max));
     field(t, "maxmemory_policy", policy.name());
-    field(t, "allocator_frag_ratio", format!("{:.2}", ratio(rss, used)));
+    field(
+        t,
+        "allocator_frag_ratio",
+        format!("{:.2}", ratio(rss, used)),
+    );
     field(t, "allocator_frag_bytes", rss.saturating_sub(used));
     field(t, "allocator_rss_ratio", "1.00");
     field(t, "allocator_rss_bytes", 0);
     field(t, "rss_overhead_ratio", "1.00");
     field(t, "rss_overhead_bytes", 0);
-    field(t, "mem_fragmentation_ratio", format!("{:.2}", ratio(rss, used)));
+    field(
+        t,
+        "mem_fragmentation_ratio",
+        format!("{:.2}", ratio(rss, used)),
+    );
     field(t, "mem_fragmentation_bytes", rss as i64 - used as i64);
     field(t, "mem_not_counted_for_evict", 0);
     field(t, "mem_replication_backlog", 0);
@@ -471,14 +481,22 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     );
     field(t, "instantaneous_ops_per_sec", rates.ops);
     field(t, "total_net_input_bytes", s.net_input_bytes.load(Relaxed));
-    field(t, "total_net_output_bytes", s.net_output_bytes.load(Relaxed));
+    field(
+        t,
+        "total_net_output_bytes",
+        s.net_output_bytes.load(Relaxed),
+    );
     field(t, "total_net_repl_input_bytes", 0);
     field(t, "total_net_repl_output_bytes", 0);
     field(t, "instantaneous_input_kbps", kbps(rates.input_bytes));
     field(t, "instantaneous_output_kbps", kbps(rates.output_bytes));
     field(t, "instantaneous_input_repl_kbps", "0.00");
     field(t, "instantaneous_output_repl_kbps", "0.00");
-    field(t, "rejected_connections", s.rejected_connections.load(Relaxed));
+    field(
+        t,
+        "rejected_connections",
+        s.rejected_connections.load(Relaxed),
+    );
     field(t, "sync_full", 0);
     field(t, "sync_partial_ok", 0);
     field(t, "sync_partial_err", 0);
@@ -518,8 +536,16 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "unexpected_error_replies", 0);
     field(t, "total_error_replies", super::stats::total_errors());
     field(t, "dump_payload_sanitizations", 0);
-    field(t, "total_reads_processed", s.total_reads_processed.load(Relaxed));
-    field(t, "total_writes_processed", s.total_writes_processed.load(Relaxed));
+    field(
+        t,
+        "total_reads_processed",
+        s.total_reads_processed.load(Relaxed),
+    );
+    field(
+        t,
+        "total_writes_processed",
+        s.total_writes_processed.load(Relaxed),
+    );
     field(t, "io_threaded_reads_processed", 0);
     field(t, "io_threaded_writes_processed", 0);
     field(

@@ -197,7 +197,10 @@ mod tests {
     #[test]
     fn error_codes() {
         assert_eq!(error_code(b"-ERR syntax error\r\n"), Some(&b"ERR"[..]));
-        assert_eq!(error_code(b"-WRONGTYPE Operation\r\n"), Some(&b"WRONGTYPE"[..]));
+        assert_eq!(
+            error_code(b"-WRONGTYPE Operation\r\n"),
+            Some(&b"WRONGTYPE"[..])
+        );
         assert_eq!(error_code(b"-NOPROTO\r\n"), Some(&b"NOPROTO"[..]));
         assert_eq!(error_code(b"+OK\r\n"), None);
         assert_eq!(error_code(b""), None);
