@@ -102,11 +102,11 @@ def test_sighup_does_not_kill_the_server(server_factory):
     assert srv.stop() == 0
 
 
-def _mset_frame(pairs: int) -> bytes:
+def _mset_frame(pairs: int, pad: bytes = b"") -> bytes:
     parts = [b"*%d\r\n$4\r\nMSET\r\n" % (2 * pairs + 1)]
     for i in range(pairs):
         k = b"key:%d" % i
-        v = b"v%d" % i
+        v = b"v%d%s" % (i, pad)
         parts.append(b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(v), v))
     return b"".join(parts)
 
@@ -132,7 +132,7 @@ def test_query_buffer_limit_bounds_a_huge_request(server_factory):
     fits = _mset_frame(30_000)  # about 0.6 MB
     c.send(fits)
     c.expect(b"+OK\r\n")
-    frame = _mset_frame(200_000)  # about 4 MB: past the limit
+    frame = _mset_frame(30_000, pad=b"x" * 100)  # about 3.6 MB: past the limit
     try:
         c.send(frame[: 2 << 20])
     except (BrokenPipeError, ConnectionResetError):
@@ -140,4 +140,9 @@ def test_query_buffer_limit_bounds_a_huge_request(server_factory):
     assert c.is_closed(timeout=5)
     assert srv.client().dbsize() == 30_000
     assert srv.client().info("stats")["client_query_buffer_limit_disconnections"] == 1
+    # More arguments than the limit has room for are refused at the header, as Redis
+    # refuses counts past INT_MAX.
+    with srv.raw() as c:
+        c.request(b"*1000000\r\n", b"-ERR Protocol error: invalid multibulk length\r\n")
+        assert c.is_closed()
     assert srv.proc.poll() is None, srv.log()

@@ -295,6 +295,24 @@ def test_client_list_shows_real_state(server):
         c.close()
 
 
+@pytest.mark.cairn_only
+def test_client_waiting_for_sql_is_blocked(server_factory):
+    srv = server_factory("--sql-timeout", "10s")
+    lister = srv.raw()
+    waiter = srv.raw(timeout=15)
+    wid = client_id(waiter)
+    slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) "
+            "SELECT count(*) FROM c")
+    waiter.send(encode_command("SQL.QUERY", slow))
+    line = wait_until(lambda: (l := client_by_id(lister, wid))["flags"] == "b" and l,
+                      timeout=5, msg="flags=b while the statement runs")
+    assert line["cmd"] == "sql.query"
+    assert info_sections(lister, "clients")["Clients"]["blocked_clients"] == "1"
+    assert waiter.read_resp(timeout=15).startswith((b"*", b"-"))
+    wait_until(lambda: client_by_id(lister, wid)["flags"] == "N", timeout=3, msg="b cleared")
+    assert info_sections(lister, "clients")["Clients"]["blocked_clients"] == "0"
+
+
 def line_with(lister, cid, name):
     """The client's CLIENT LIST fields once `name` is positive, else None."""
     line = client_by_id(lister, cid)

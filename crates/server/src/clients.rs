@@ -76,6 +76,9 @@ pub mod client_flags {
     pub const NO_EVICT: u32 = 1 << 5;
     /// `T`: CLIENT NO-TOUCH on.
     pub const NO_TOUCH: u32 = 1 << 6;
+    /// `b`: waiting for a reply another thread computes (an SQL statement), as Redis marks
+    /// clients blocked in a command.
+    pub const BLOCKED: u32 = 1 << 7;
 }
 
 /// A connection's state that only its session changes but CLIENT LIST and INFO (on any
@@ -223,6 +226,9 @@ impl ClientInfo {
     /// Appends `bytes` to this client's output from any thread and wakes the thread that owns
     /// the connection. `resume` completes a deferred reply: the session goes on with its input.
     pub fn post(&self, bytes: &[u8], resume: bool) {
+        if resume {
+            self.state.flags.fetch_and(!client_flags::BLOCKED, Relaxed);
+        }
         let first = {
             let mut mail = self.mailbox.lock();
             let first = mail.bytes.is_empty() && !mail.resume;
@@ -307,6 +313,7 @@ impl ClientInfo {
         for (bit, letter) in [
             (PUBSUB, 'P'),
             (MULTI, 'x'),
+            (BLOCKED, 'b'),
             (TRACKING, 't'),
             (BCAST, 'B'),
             (CLOSE_AFTER_REPLY, 'c'),

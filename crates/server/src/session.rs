@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use crate::clients::client_flags::BLOCKED;
 use crate::clients::ClientInfo;
 use crate::command::{self, flags, Args, Conn, OwnedArgs};
 use crate::memcached::McState;
@@ -94,6 +95,13 @@ impl Session {
         // An argument past --max-value-size is refused at its header, before its bytes are
         // buffered (CONFIG SET may change the limit at any time).
         self.limits.max_bulk_len = self.shared.settings.max_value_size.load(Relaxed);
+        // Each argument costs an index entry besides its bytes: a request may not announce
+        // more arguments than the query buffer limit has room for entries (so the index
+        // stays within the limit too).
+        let query_limit = self.shared.settings.client_query_buffer_limit.load(Relaxed);
+        self.limits.max_multibulk_len = (query_limit
+            / std::mem::size_of::<std::ops::Range<usize>>())
+        .min(resp::request::Limits::default().max_multibulk_len);
         let mut consumed = 0;
         let mut commands = 0;
         let mut ranges = std::mem::take(&mut self.ranges);
@@ -210,6 +218,16 @@ impl Session {
                 queue.push(queued);
                 return resp::reply::simple(out, b"QUEUED");
             }
+        }
+        if command.has(flags::DEFERRED) {
+            // Marked blocked (CLIENT LIST `b`, INFO blocked_clients) before the work is handed
+            // out, so the reply's arrival (`ClientInfo::post`) always clears it after.
+            self.conn.client.state.flags.fetch_or(BLOCKED, Relaxed);
+            command::execute(command, args, &self.shared, &mut self.conn, out);
+            if !self.conn.waiting {
+                self.conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
+            }
+            return;
         }
         command::execute(command, args, &self.shared, &mut self.conn, out);
     }

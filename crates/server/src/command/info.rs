@@ -312,6 +312,7 @@ fn clients_section(t: &mut String, shared: &Shared) {
     let clients = shared.clients.list();
     let (mut max_in, mut max_out) = (0, 0);
     let (mut pubsub, mut watching, mut tracking, mut watched_keys) = (0, 0, 0, 0);
+    let mut blocked = 0;
     for c in &clients {
         max_in = max_in.max(c.qbuf.load(Relaxed));
         max_out = max_out.max(c.omem.load(Relaxed));
@@ -319,6 +320,7 @@ fn clients_section(t: &mut String, shared: &Shared) {
         let flags = st.flags.load(Relaxed);
         pubsub += usize::from(flags & crate::clients::client_flags::PUBSUB != 0);
         tracking += usize::from(flags & crate::clients::client_flags::TRACKING != 0);
+        blocked += usize::from(flags & crate::clients::client_flags::BLOCKED != 0);
         let watch = st.watch.load(Relaxed);
         watching += usize::from(watch > 0);
         watched_keys += u64::from(watch);
@@ -328,7 +330,7 @@ fn clients_section(t: &mut String, shared: &Shared) {
     field(t, "maxclients", shared.settings.maxclients.load(Relaxed));
     field(t, "client_recent_max_input_buffer", max_in);
     field(t, "client_recent_max_output_buffer", max_out);
-    field(t, "blocked_clients", 0);
+    field(t, "blocked_clients", blocked);
     field(t, "tracking_clients", tracking);
     field(t, "pubsub_clients", pubsub);
     field(t, "watching_clients", watching);

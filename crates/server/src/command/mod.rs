@@ -115,7 +115,8 @@ impl Conn {
         use crate::clients::client_flags::*;
         use std::sync::atomic::Ordering::Relaxed;
         let st = &self.client.state;
-        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH);
+        // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, and BLOCKED around deferred commands.
+        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED);
         let subscribed = !(self.channels.is_empty() && self.patterns.is_empty());
         for (on, bit) in [
             (subscribed, PUBSUB),
