@@ -16,6 +16,12 @@ pub fn multi(ctx: &mut Ctx<'_, '_>) {
     }
     ctx.conn.multi = Some(Vec::new());
     ctx.conn.multi_dirty = false;
+    // CLIENT LIST multi-mem counts this transaction's queue only.
+    ctx.conn
+        .client
+        .state
+        .multi_mem
+        .store(0, std::sync::atomic::Ordering::Relaxed);
     ctx.ok()
 }
 
