@@ -18,7 +18,8 @@ pub use crate::ProtocolError;
 pub struct Limits {
     /// Largest accepted `$<len>` (Redis `proto-max-bulk-len`).
     pub max_bulk_len: usize,
-    /// Largest accepted `*<n>`.
+    /// Largest accepted `*<n>` (Redis 7: `INT_MAX`; what a request may really hold is bounded
+    /// by the caller's input buffer limit, since every argument takes at least 6 bytes).
     pub max_multibulk_len: usize,
     /// Longest inline line, and longest `*`/`$` header line, without a
     /// terminator before the request is rejected (Redis `PROTO_INLINE_MAX_SIZE`).
@@ -29,7 +30,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_bulk_len: 512 * 1024 * 1024,
-            max_multibulk_len: 1024 * 1024,
+            max_multibulk_len: i32::MAX as usize,
             max_inline_len: 64 * 1024,
         }
     }
@@ -58,6 +59,25 @@ pub enum ArgSource {
     Scratch,
 }
 
+/// Where an incomplete multibulk request stopped, so that the next call, given the same bytes
+/// plus more, goes on from there instead of parsing the arguments it already has again (a
+/// request of millions of arguments arriving over many reads would otherwise cost quadratic
+/// time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// Offset of the next argument's `$` header; 0 when there is nothing to resume.
+    pos: usize,
+    /// Arguments still to parse.
+    remaining: usize,
+}
+
+impl Resume {
+    /// Whether a partial request is remembered (and `args` holds its first arguments).
+    pub fn is_active(&self) -> bool {
+        self.pos != 0
+    }
+}
+
 /// Parses one request (a RESP array of bulk strings, or an inline command
 /// line) from the start of `buf`.
 ///
@@ -71,14 +91,44 @@ pub fn parse_request(
     args: &mut Vec<Range<usize>>,
     scratch: &mut Vec<u8>,
 ) -> Result<(Parsed, ArgSource), ProtocolError> {
-    args.clear();
-    let result = match buf.first() {
-        None => Ok((Parsed::Incomplete { need: None }, ArgSource::Buffer)),
-        Some(b'*') => multibulk(buf, limits, args).map(|p| (p, ArgSource::Buffer)),
-        Some(_) => inline::parse(buf, limits, args, scratch),
-    };
+    let result = parse_request_resumable(buf, limits, args, scratch, &mut Resume::default());
     if !matches!(result, Ok((Parsed::Complete(_), _))) {
         args.clear();
+    }
+    result
+}
+
+/// [`parse_request`] for a caller that keeps `args` and `resume` between calls: when a
+/// multibulk request is incomplete, `args` keeps the arguments parsed so far and `resume`
+/// where they end, and the next call (whose `buf` must start with the same bytes) parses only
+/// what follows. Any other outcome leaves `resume` inactive (and `args` empty unless
+/// `Complete`).
+pub fn parse_request_resumable(
+    buf: &[u8],
+    limits: &Limits,
+    args: &mut Vec<Range<usize>>,
+    scratch: &mut Vec<u8>,
+    resume: &mut Resume,
+) -> Result<(Parsed, ArgSource), ProtocolError> {
+    if resume.is_active() && (buf.first() != Some(&b'*') || buf.len() < resume.pos) {
+        // Not the request that was remembered: start over.
+        *resume = Resume::default();
+    }
+    if !resume.is_active() {
+        args.clear();
+    }
+    let result = match buf.first() {
+        None => Ok((Parsed::Incomplete { need: None }, ArgSource::Buffer)),
+        Some(b'*') => multibulk(buf, limits, args, resume).map(|p| (p, ArgSource::Buffer)),
+        Some(_) => inline::parse(buf, limits, args, scratch),
+    };
+    match result {
+        Ok((Parsed::Complete(_), _)) => {}
+        Ok((Parsed::Incomplete { .. }, _)) if resume.is_active() => {}
+        _ => {
+            *resume = Resume::default();
+            args.clear();
+        }
     }
     result
 }
@@ -118,27 +168,24 @@ fn multibulk(
     buf: &[u8],
     limits: &Limits,
     args: &mut Vec<Range<usize>>,
+    resume: &mut Resume,
 ) -> Result<Parsed, ProtocolError> {
-    let cr = match header_line(buf, 0, limits.max_inline_len) {
-        Line::Cr(cr) => cr,
-        Line::Incomplete => return Ok(Parsed::Incomplete { need: None }),
-        Line::TooBig => {
-            return Err(ProtocolError::new(
-                "Protocol error: too big mbulk count string",
-            ))
+    let (mut pos, count) = if resume.is_active() {
+        (resume.pos, resume.remaining)
+    } else {
+        match multibulk_header(buf, limits)? {
+            Header::Incomplete => return Ok(Parsed::Incomplete { need: None }),
+            Header::Empty(n) => return Ok(Parsed::Complete(n)),
+            Header::Count { count, first } => (first, count),
         }
     };
-    let count = match header_number(buf, 0, cr) {
-        Some(n) if n <= 0 => return Ok(Parsed::Complete(cr + 2)),
-        Some(n) => usize::try_from(n)
-            .ok()
-            .filter(|&n| n <= limits.max_multibulk_len),
-        None => None,
-    }
-    .ok_or_else(|| ProtocolError::new("Protocol error: invalid multibulk length"))?;
-
-    let mut pos = cr + 2;
-    for _ in 0..count {
+    for done in 0..count {
+        // Remembered before each argument, so an incomplete one is parsed again from its
+        // header next time (and so is the only one parsed twice).
+        *resume = Resume {
+            pos,
+            remaining: count - done,
+        };
         let cr = match header_line(buf, pos, limits.max_inline_len) {
             Line::Cr(cr) => cr,
             Line::Incomplete => return Ok(Parsed::Incomplete { need: None }),
@@ -176,7 +223,43 @@ fn multibulk(
         args.push(start..end);
         pos = frame_end;
     }
+    *resume = Resume::default();
     Ok(Parsed::Complete(pos))
+}
+
+enum Header {
+    Incomplete,
+    /// `*0` or a negative count: a request of no arguments, this many bytes long.
+    Empty(usize),
+    /// `count` arguments, the first starting at offset `first`.
+    Count {
+        count: usize,
+        first: usize,
+    },
+}
+
+fn multibulk_header(buf: &[u8], limits: &Limits) -> Result<Header, ProtocolError> {
+    let cr = match header_line(buf, 0, limits.max_inline_len) {
+        Line::Cr(cr) => cr,
+        Line::Incomplete => return Ok(Header::Incomplete),
+        Line::TooBig => {
+            return Err(ProtocolError::new(
+                "Protocol error: too big mbulk count string",
+            ))
+        }
+    };
+    let count = match header_number(buf, 0, cr) {
+        Some(n) if n <= 0 => return Ok(Header::Empty(cr + 2)),
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= limits.max_multibulk_len),
+        None => None,
+    }
+    .ok_or_else(|| ProtocolError::new("Protocol error: invalid multibulk length"))?;
+    Ok(Header::Count {
+        count,
+        first: cr + 2,
+    })
 }
 
 fn expected_dollar(got: u8) -> ProtocolError {

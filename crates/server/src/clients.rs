@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
+};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -54,6 +56,88 @@ pub struct ClientInfo {
     /// CLIENT REPLY OFF/SKIP covers the command now running: if it replies later from another
     /// thread (SQL), that reply is dropped. Set by the session before each command.
     mute_deferred: AtomicBool,
+    /// CLIENT SETINFO lib-name / lib-ver (CLIENT LIST `lib-name=`, `lib-ver=`).
+    pub lib_name: Mutex<Option<Vec<u8>>>,
+    pub lib_ver: Mutex<Option<Vec<u8>>>,
+    /// Free space of the input buffer (CLIENT LIST `qbuf-free`), published with `qbuf`.
+    pub qbuf_free: AtomicU64,
+    /// The session's state as CLIENT LIST shows it.
+    pub state: PublishedState,
+}
+
+/// Bits of [`PublishedState::flags`]: CLIENT LIST `flags=` letters.
+pub mod client_flags {
+    /// `P`: subscribed to channels or patterns.
+    pub const PUBSUB: u32 = 1;
+    /// `x`: inside MULTI.
+    pub const MULTI: u32 = 1 << 1;
+    /// `t`: CLIENT TRACKING on.
+    pub const TRACKING: u32 = 1 << 2;
+    /// `B`: tracking in broadcast mode.
+    pub const BCAST: u32 = 1 << 3;
+    /// `c`: closes after the current reply (QUIT).
+    pub const CLOSE_AFTER_REPLY: u32 = 1 << 4;
+    /// `e`: CLIENT NO-EVICT on.
+    pub const NO_EVICT: u32 = 1 << 5;
+    /// `T`: CLIENT NO-TOUCH on.
+    pub const NO_TOUCH: u32 = 1 << 6;
+    /// `b`: waiting for a reply another thread computes (an SQL statement), as Redis marks
+    /// clients blocked in a command.
+    pub const BLOCKED: u32 = 1 << 7;
+}
+
+/// A connection's state that only its session changes but CLIENT LIST and INFO (on any
+/// thread) read: the session publishes it after each batch of commands.
+pub struct PublishedState {
+    /// [`client_flags`] bits.
+    pub flags: AtomicU32,
+    pub sub: AtomicU32,
+    pub psub: AtomicU32,
+    /// Commands queued in MULTI; -1 outside a transaction.
+    pub multi: AtomicI64,
+    /// Bytes of the queued commands' arguments.
+    pub multi_mem: AtomicU64,
+    /// Keys under WATCH.
+    pub watch: AtomicU32,
+    /// CLIENT TRACKING redirect id (0: itself); -1 when not tracking.
+    pub redir: AtomicI64,
+}
+
+impl Default for PublishedState {
+    fn default() -> Self {
+        PublishedState {
+            flags: AtomicU32::new(0),
+            sub: AtomicU32::new(0),
+            psub: AtomicU32::new(0),
+            multi: AtomicI64::new(-1),
+            multi_mem: AtomicU64::new(0),
+            watch: AtomicU32::new(0),
+            redir: AtomicI64::new(-1),
+        }
+    }
+}
+
+/// Client classes of CLIENT LIST TYPE / CLIENT KILL TYPE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientType {
+    Normal,
+    Pubsub,
+    /// Replication links: cairn has none, but the names are valid filters (as in Redis).
+    Master,
+    Replica,
+}
+
+impl ClientType {
+    /// Parses a TYPE argument as Redis does (`slave` is `replica`); None if unknown.
+    pub fn parse(name: &[u8]) -> Option<ClientType> {
+        match name.to_ascii_lowercase().as_slice() {
+            b"normal" => Some(ClientType::Normal),
+            b"pubsub" => Some(ClientType::Pubsub),
+            b"master" => Some(ClientType::Master),
+            b"replica" | b"slave" => Some(ClientType::Replica),
+            _ => None,
+        }
+    }
 }
 
 /// Output produced for a connection by another thread: a deferred reply, or pushed messages.
@@ -95,6 +179,20 @@ impl ClientInfo {
             subscriptions: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             mute_deferred: AtomicBool::new(false),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            qbuf_free: AtomicU64::new(0),
+            state: PublishedState::default(),
+        }
+    }
+
+    /// The client's class for CLIENT LIST / KILL TYPE: subscribed clients are `pubsub`, all
+    /// others (memcached connections included) `normal`; cairn has no masters or replicas.
+    pub fn client_type(&self) -> ClientType {
+        if self.subscriptions.load(Relaxed) > 0 {
+            ClientType::Pubsub
+        } else {
+            ClientType::Normal
         }
     }
 
@@ -143,6 +241,9 @@ impl ClientInfo {
         } else {
             bytes
         };
+        if resume {
+            self.state.flags.fetch_and(!client_flags::BLOCKED, Relaxed);
+        }
         let first = {
             let mut mail = self.mailbox.lock();
             let first = mail.bytes.is_empty() && !mail.resume;
@@ -181,76 +282,92 @@ impl ClientInfo {
         self.closed.load(Relaxed)
     }
 
-    /// The client's class for CLIENT KILL TYPE: subscribed clients are `pubsub`, all others
-    /// (memcached connections included) `normal`; cairn has no masters or replicas.
-    pub fn kind(&self) -> ClientKind {
-        if self.subscriptions.load(Relaxed) > 0 {
-            ClientKind::Pubsub
-        } else {
-            ClientKind::Normal
-        }
-    }
-
-    /// One line of CLIENT LIST (without the trailing newline).
+    /// One line of CLIENT LIST (without the trailing newline), with Redis 7.4's fields in
+    /// Redis's order.
     pub fn info_line(&self) -> String {
         let now = now_ms();
         let age = self.created.elapsed().as_secs();
         let idle = now.saturating_sub(self.last_active_ms.load(Relaxed)) / 1000;
-        let name = self
-            .name
-            .lock()
-            .as_deref()
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_default();
+        let text = |m: &Mutex<Option<Vec<u8>>>| {
+            m.lock()
+                .as_deref()
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+                .unwrap_or_default()
+        };
         let cmd = match self.last_command() {
             "" => "NULL",
             c => c,
         };
+        let st = &self.state;
         let qbuf = self.qbuf.load(Relaxed);
+        let qbuf_free = self.qbuf_free.load(Relaxed);
         let omem = self.omem.load(Relaxed);
-        let mut s = String::with_capacity(256);
+        let multi_mem = st.multi_mem.load(Relaxed);
+        // The connection's buffers and queued commands, plus what it costs before any of them.
+        let tot_mem = qbuf + qbuf_free + omem + multi_mem + CLIENT_BASE_MEM;
+        let mut s = String::with_capacity(320);
         let _ = write!(
             s,
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 multi=-1 \
-             qbuf={} qbuf-free=0 argv-mem=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={} db=0 sub={} psub={} \
+             ssub=0 multi={} watch={} qbuf={qbuf} qbuf-free={qbuf_free} argv-mem=0 multi-mem={multi_mem} \
+             rbs=0 rbp=0 obl=0 oll=0 omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
+             redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
             self.fd,
-            name,
-            age,
-            idle,
-            qbuf,
-            omem,
-            qbuf + omem,
-            cmd,
+            text(&self.name),
+            self.flags_text(),
+            st.sub.load(Relaxed),
+            st.psub.load(Relaxed),
+            st.multi.load(Relaxed),
+            st.watch.load(Relaxed),
+            if omem > 0 { "rw" } else { "r" },
+            st.redir.load(Relaxed),
             self.resp_version.load(Relaxed),
+            text(&self.lib_name),
+            text(&self.lib_ver),
         );
         s
     }
-}
 
-/// Redis's client types (CLIENT KILL TYPE, CLIENT LIST TYPE).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientKind {
-    Normal,
-    Master,
-    Replica,
-    Pubsub,
-}
-
-impl ClientKind {
-    /// Parses a type name as Redis does (`slave` is `replica`), ignoring case.
-    pub fn from_name(name: &[u8]) -> Option<ClientKind> {
-        match name.to_ascii_lowercase().as_slice() {
-            b"normal" => Some(ClientKind::Normal),
-            b"master" => Some(ClientKind::Master),
-            b"replica" | b"slave" => Some(ClientKind::Replica),
-            b"pubsub" => Some(ClientKind::Pubsub),
-            _ => None,
+    /// CLIENT LIST `flags=`: the letters Redis uses, in its order; `N` when none applies.
+    pub fn flags_text(&self) -> String {
+        use client_flags::*;
+        let bits = self.state.flags.load(Relaxed);
+        let mut f = String::new();
+        for (bit, letter) in [
+            (PUBSUB, 'P'),
+            (MULTI, 'x'),
+            (BLOCKED, 'b'),
+            (TRACKING, 't'),
+            (BCAST, 'B'),
+            (CLOSE_AFTER_REPLY, 'c'),
+        ] {
+            if bits & bit != 0 {
+                f.push(letter);
+            }
         }
+        if self.laddr.starts_with('/') {
+            f.push('U');
+        }
+        if bits & NO_EVICT != 0 {
+            f.push('e');
+        }
+        if bits & NO_TOUCH != 0 {
+            f.push('T');
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
     }
 }
+
+/// Memory a connection holds besides its buffers (its shared record and session), for
+/// `tot-mem`.
+pub const CLIENT_BASE_MEM: u64 =
+    (std::mem::size_of::<ClientInfo>() + std::mem::size_of::<crate::session::Session>()) as u64;
 
 /// Which clients CLIENT KILL selects; every given criterion must match.
 #[derive(Default, Clone, Debug)]
@@ -259,7 +376,7 @@ pub struct KillFilter<'a> {
     pub addr: Option<&'a str>,
     pub laddr: Option<&'a str>,
     pub protocol: Option<Protocol>,
-    pub kind: Option<ClientKind>,
+    pub kind: Option<ClientType>,
     /// Only clients connected for at least this many seconds (MAXAGE).
     pub min_age_secs: Option<u64>,
     /// Never kill this client (SKIPME yes: the caller's id).
@@ -272,7 +389,7 @@ impl KillFilter<'_> {
             && self.addr.is_none_or(|a| c.addr == a)
             && self.laddr.is_none_or(|a| c.laddr == a)
             && self.protocol.is_none_or(|p| c.protocol == p)
-            && self.kind.is_none_or(|k| c.kind() == k)
+            && self.kind.is_none_or(|k| c.client_type() == k)
             && self
                 .min_age_secs
                 .is_none_or(|age| c.created.elapsed().as_secs() >= age)
@@ -448,23 +565,23 @@ mod tests {
         let normal = client(&reg, "127.0.0.1:1000", "127.0.0.1:6380");
         let sub = client(&reg, "127.0.0.1:1001", "127.0.0.1:6380");
         sub.subscriptions.store(1, Relaxed);
-        assert_eq!(sub.kind(), ClientKind::Pubsub);
-        assert_eq!(normal.kind(), ClientKind::Normal);
+        assert_eq!(sub.client_type(), ClientType::Pubsub);
+        assert_eq!(normal.client_type(), ClientType::Normal);
         for (name, kind) in [
-            ("Normal", ClientKind::Normal),
-            ("slave", ClientKind::Replica),
-            ("replica", ClientKind::Replica),
-            ("master", ClientKind::Master),
-            ("pubsub", ClientKind::Pubsub),
+            ("Normal", ClientType::Normal),
+            ("slave", ClientType::Replica),
+            ("replica", ClientType::Replica),
+            ("master", ClientType::Master),
+            ("pubsub", ClientType::Pubsub),
         ] {
-            assert_eq!(ClientKind::from_name(name.as_bytes()), Some(kind));
+            assert_eq!(ClientType::parse(name.as_bytes()), Some(kind));
         }
-        assert_eq!(ClientKind::from_name(b"x"), None);
+        assert_eq!(ClientType::parse(b"x"), None);
         let by_kind = |kind| KillFilter {
             kind: Some(kind),
             ..Default::default()
         };
-        assert_eq!(reg.kill(&by_kind(ClientKind::Master)), 0);
+        assert_eq!(reg.kill(&by_kind(ClientType::Master)), 0);
         // nobody is an hour old
         let old = KillFilter {
             min_age_secs: Some(3600),
@@ -472,7 +589,7 @@ mod tests {
         };
         assert_eq!(reg.kill(&old), 0);
         assert!(!normal.killed() && !sub.killed());
-        assert_eq!(reg.kill(&by_kind(ClientKind::Pubsub)), 1);
+        assert_eq!(reg.kill(&by_kind(ClientType::Pubsub)), 1);
         assert!(sub.killed() && !normal.killed());
         // closed is set when a connection leaves the registry
         assert!(!normal.closed());
@@ -497,6 +614,23 @@ mod tests {
         ));
         assert!(line.contains(" cmd=NULL "), "{line}");
         c.set_last_command("get");
-        assert!(c.info_line().contains(" cmd=get user=default resp=2"));
+        assert!(c
+            .info_line()
+            .contains(" cmd=get user=default redir=-1 resp=2 lib-name= lib-ver="));
+        *c.lib_name.lock() = Some(b"redis-py".to_vec());
+        c.state.flags.store(
+            client_flags::PUBSUB | client_flags::MULTI | client_flags::TRACKING,
+            Relaxed,
+        );
+        c.state.sub.store(2, Relaxed);
+        c.state.multi.store(3, Relaxed);
+        c.subscriptions.store(2, Relaxed);
+        let line = c.info_line();
+        assert!(
+            line.contains(" flags=Pxt db=0 sub=2 psub=0 ssub=0 multi=3 "),
+            "{line}"
+        );
+        assert!(line.ends_with(" lib-name=redis-py lib-ver="), "{line}");
+        assert_eq!(c.client_type(), ClientType::Pubsub);
     }
 }

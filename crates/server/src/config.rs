@@ -73,6 +73,8 @@ pub struct Config {
     /// Normalised: one of trace, debug, verbose, info, notice, warning, error, nothing.
     pub loglevel: String,
     pub max_value_size: usize,
+    /// Largest input buffer of one client (see [`effective_query_buffer_limit`]).
+    pub client_query_buffer_limit: usize,
     /// Bytes of unsent output after which a client is disconnected; 0 = unlimited.
     pub client_output_limit: u64,
     pub max_tags_per_record: usize,
@@ -143,8 +145,8 @@ struct Args {
     #[arg(long, value_name = "POLICY", default_value = "evict", value_parser = parse_policy)]
     maxmemory_policy: MaxmemoryPolicy,
 
-    /// Maximum number of connected clients.
-    #[arg(long, value_name = "N", default_value_t = 10000, value_parser = parse_positive)]
+    /// Maximum number of connected clients (1 to 4294967295).
+    #[arg(long, value_name = "N", default_value_t = 10000, value_parser = parse_maxclients)]
     maxclients: usize,
 
     /// Password clients must send with AUTH (RESP only).
@@ -155,9 +157,15 @@ struct Args {
     #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = parse_loglevel)]
     loglevel: String,
 
-    /// Largest value or request frame accepted.
-    #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size_usize)]
+    /// Largest value or request frame accepted (at least 1 byte).
+    #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_max_value_size)]
     max_value_size: usize,
+
+    /// Unprocessed input a client may buffer (one request's arguments; at least 1mb, as Redis's
+    /// client-query-buffer-limit). A request needing more closes the connection. The buffer
+    /// still grows as far as one --max-value-size argument needs.
+    #[arg(long, value_name = "SIZE", default_value = "1gb", value_parser = parse_query_buffer_limit)]
+    client_query_buffer_limit: usize,
 
     /// Unsent output after which a client is disconnected; 0 = unlimited.
     #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size)]
@@ -276,6 +284,7 @@ impl Config {
             requirepass: a.requirepass.filter(|p| !p.is_empty()),
             loglevel: a.loglevel,
             max_value_size: a.max_value_size,
+            client_query_buffer_limit: a.client_query_buffer_limit,
             client_output_limit: a.client_output_limit,
             max_tags_per_record: a.max_tags_per_record as usize,
             tracking_table_max_keys: a.tracking_table_max_keys,
@@ -393,6 +402,49 @@ fn parse_size_usize(s: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("size '{s}' is too large"))
 }
 
+/// `maxclients`: 1 to 4294967295, as Redis (0 would refuse every connection).
+pub fn parse_maxclients(s: &str) -> Result<usize, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    match usize::try_from(n) {
+        Ok(n) if (1..=u32::MAX as usize).contains(&n) => Ok(n),
+        _ => Err("argument must be between 1 and 4294967295 inclusive".to_string()),
+    }
+}
+
+/// `max-value-size`: a size of at least one byte (0 would refuse every value and request).
+pub fn parse_max_value_size(s: &str) -> Result<usize, String> {
+    match parse_size_usize(s)? {
+        0 => Err(format!(
+            "argument must be between 1 and {} inclusive",
+            i64::MAX
+        )),
+        n => Ok(n),
+    }
+}
+
+/// Smallest `client-query-buffer-limit` (Redis's minimum too).
+pub const MIN_QUERY_BUFFER_LIMIT: usize = 1 << 20;
+
+/// `client-query-buffer-limit`: at least 1mb.
+pub fn parse_query_buffer_limit(s: &str) -> Result<usize, String> {
+    match parse_size_usize(s)? {
+        n if n < MIN_QUERY_BUFFER_LIMIT => Err(format!(
+            "argument must be between {MIN_QUERY_BUFFER_LIMIT} and {} inclusive",
+            i64::MAX
+        )),
+        n => Ok(n),
+    }
+}
+
+/// The input buffer a connection may grow to: the query buffer limit, but never less than one
+/// argument of `max_value_size` plus room for its request's other arguments.
+pub fn effective_query_buffer_limit(query_buffer_limit: usize, max_value_size: usize) -> usize {
+    query_buffer_limit.max(max_value_size.saturating_add(1 << 20))
+}
+
 fn parse_positive(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_string()),
@@ -500,6 +552,7 @@ mod tests {
         assert_eq!(c.requirepass, None);
         assert_eq!(c.loglevel, "info");
         assert_eq!(c.max_value_size, 64 << 20);
+        assert_eq!(c.client_query_buffer_limit, 1 << 30);
         assert_eq!(c.client_output_limit, 64 << 20);
         assert_eq!(c.unixsocketperm, None);
     }
@@ -548,6 +601,10 @@ mod tests {
     fn bad_flags() {
         for bad in [
             &["--threads", "0"][..],
+            &["--maxclients", "0"],
+            &["--maxclients", "4294967296"],
+            &["--max-value-size", "0"],
+            &["--client-query-buffer-limit", "1000"],
             &["--maxmemory", "lots"],
             &["--maxmemory-policy", "volatile-lru"],
             &["--unixsocketperm", "999"],

@@ -4,6 +4,7 @@ pub mod clients;
 pub mod command;
 pub mod config;
 pub mod memcached;
+pub mod metrics;
 pub mod net;
 pub mod pubsub;
 pub mod session;

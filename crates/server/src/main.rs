@@ -5,7 +5,7 @@ use std::process::exit;
 use cairn_server::config::{Config, ConfigError};
 use cairn_server::net::Server;
 use cairn_server::shared::Shared;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use tracing::{error, info, warn};
 
@@ -27,7 +27,9 @@ fn main() {
     raise_fd_limit(config.maxclients);
 
     // Registered before any thread starts, so every thread inherits the handlers.
-    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+    // SIGHUP is caught too: its default action would kill the server (a closed terminal,
+    // or an operator's `kill -HUP` meant to reopen logs).
+    let mut signals = match Signals::new([SIGTERM, SIGINT, SIGHUP]) {
         Ok(s) => s,
         Err(e) => {
             error!("cannot install signal handlers: {e}");
@@ -51,11 +53,17 @@ fn main() {
         }
     };
 
-    let signal = signals.forever().next();
+    let signal = signals.forever().find(|&sig| {
+        if sig == SIGHUP {
+            // Logs go to stderr, which the supervisor owns: there is no file to reopen.
+            info!("received SIGHUP: ignored (logs go to stderr; nothing to reopen)");
+        }
+        sig != SIGHUP
+    });
     info!(signal = signal.map(signal_name), "shutting down");
     // A second signal while shutting down exits at once.
     std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
+        if signals.forever().any(|sig| sig != SIGHUP) {
             warn!("second signal: exiting now");
             exit(1);
         }
@@ -70,6 +78,7 @@ fn signal_name(sig: i32) -> &'static str {
     match sig {
         SIGTERM => "SIGTERM",
         SIGINT => "SIGINT",
+        SIGHUP => "SIGHUP",
         _ => "?",
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use crate::clients::client_flags::BLOCKED;
 use crate::clients::ClientInfo;
 use crate::command::{self, flags, Args, Conn, OwnedArgs};
 use crate::memcached::McState;
@@ -11,6 +12,10 @@ use crate::shared::Shared;
 
 /// Output size after which `process` returns early so that the runtime can flush it.
 pub const OUTPUT_BATCH: usize = 1024 * 1024;
+
+/// Argument ranges kept for the next request; a bigger index (one per argument of a huge
+/// request) is freed once its request is done.
+const RANGES_KEEP: usize = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -35,6 +40,8 @@ pub struct Session {
     shared: Arc<Shared>,
     conn: Conn,
     limits: resp::request::Limits,
+    /// Where a partial request's parse stopped (`ranges` then holds its first arguments).
+    resume: resp::request::Resume,
     ranges: Vec<std::ops::Range<usize>>,
     scratch: Vec<u8>,
     memcache: McState,
@@ -51,6 +58,7 @@ impl Session {
             shared,
             conn: Conn::new(client, authenticated),
             limits,
+            resume: resp::request::Resume::default(),
             ranges: Vec::new(),
             scratch: Vec::new(),
             memcache: McState::default(),
@@ -92,6 +100,13 @@ impl Session {
         // An argument past --max-value-size is refused at its header, before its bytes are
         // buffered (CONFIG SET may change the limit at any time).
         self.limits.max_bulk_len = self.shared.settings.max_value_size.load(Relaxed);
+        // Each argument costs an index entry besides its bytes: a request may not announce
+        // more arguments than the query buffer limit has room for entries (so the index
+        // stays within the limit too).
+        let query_limit = self.shared.settings.client_query_buffer_limit.load(Relaxed);
+        self.limits.max_multibulk_len = (query_limit
+            / std::mem::size_of::<std::ops::Range<usize>>())
+        .min(resp::request::Limits::default().max_multibulk_len);
         let mut consumed = 0;
         let mut commands = 0;
         let mut ranges = std::mem::take(&mut self.ranges);
@@ -99,8 +114,15 @@ impl Session {
         let mut close = false;
         while consumed < input.len() {
             let rest = &input[consumed..];
-            match resp::request::parse_request(rest, &self.limits, &mut ranges, &mut scratch) {
+            match resp::request::parse_request_resumable(
+                rest,
+                &self.limits,
+                &mut ranges,
+                &mut scratch,
+                &mut self.resume,
+            ) {
                 Err(err) => {
+                    command::stats::record_error(err.0.as_bytes());
                     err.write_reply(out);
                     consumed = input.len();
                     close = true;
@@ -132,9 +154,16 @@ impl Session {
                 }
             }
         }
+        if ranges.capacity() > RANGES_KEEP && !self.resume.is_active() {
+            // A request of millions of arguments is done: don't keep its index.
+            ranges = Vec::new();
+        }
         self.ranges = ranges;
         self.scratch = scratch;
         self.count(commands);
+        if commands > 0 {
+            self.conn.publish();
+        }
         let waiting = std::mem::take(&mut self.conn.waiting);
         Progress {
             consumed,
@@ -179,9 +208,11 @@ impl Session {
                 "ERR wrong number of arguments for '{}' command",
                 command.name
             );
+            command::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
-        if !self.conn.authenticated && !command.has(flags::NOAUTH) {
+        if !command.has(flags::NOAUTH) && self.conn.auth_pending(&self.shared.settings) {
+            command::stats::record_rejected(command);
             return self.reject(out, b"NOAUTH Authentication required.");
         }
         if self.conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
@@ -189,18 +220,36 @@ impl Session {
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                 command.name
             );
+            command::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
         self.conn.client.set_last_command(command.name);
         if let Some(queue) = self.conn.multi.as_mut() {
             if command.has(flags::DEFERRED) {
                 let msg = format!("ERR '{}' cannot run inside MULTI", command.name);
+                command::stats::record_rejected(command);
                 return self.reject(out, msg.as_bytes());
             }
             if !command.has(flags::NOQUEUE) {
-                queue.push(OwnedArgs::copy(&args));
+                let queued = OwnedArgs::copy(&args);
+                self.conn
+                    .client
+                    .state
+                    .multi_mem
+                    .fetch_add(queued.buf.len() as u64, Relaxed);
+                queue.push(queued);
                 return resp::reply::simple(out, b"QUEUED");
             }
+        }
+        if command.has(flags::DEFERRED) {
+            // Marked blocked (CLIENT LIST `b`, INFO blocked_clients) before the work is handed
+            // out, so the reply's arrival (`ClientInfo::post`) always clears it after.
+            self.conn.client.state.flags.fetch_or(BLOCKED, Relaxed);
+            command::execute(command, args, &self.shared, &mut self.conn, out);
+            if !self.conn.waiting {
+                self.conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
+            }
+            return;
         }
         command::execute(command, args, &self.shared, &mut self.conn, out);
     }
@@ -208,6 +257,7 @@ impl Session {
     /// Replies with an error for a command that could not run; inside MULTI this also dooms
     /// the transaction, as in Redis.
     fn reject(&mut self, out: &mut Vec<u8>, msg: &[u8]) {
+        command::stats::record_error(msg);
         if self.conn.multi.is_some() {
             self.conn.multi_dirty = true;
         }

@@ -18,6 +18,9 @@ pub struct ServerStats {
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
     pub client_output_limit_disconnections: AtomicU64,
+    pub client_query_buffer_limit_disconnections: AtomicU64,
+    pub total_reads_processed: AtomicU64,
+    pub total_writes_processed: AtomicU64,
     /// memcached `stats` counters (cmd_get, get_hits, cas_badval, ...).
     pub memcache: crate::memcached::McStats,
 }
@@ -30,6 +33,7 @@ pub struct Settings {
     pub maxclients: AtomicUsize,
     pub client_output_limit: AtomicU64,
     pub max_value_size: AtomicUsize,
+    pub client_query_buffer_limit: AtomicUsize,
 }
 
 impl Settings {
@@ -40,6 +44,7 @@ impl Settings {
             maxclients: AtomicUsize::new(config.maxclients),
             client_output_limit: AtomicU64::new(config.client_output_limit),
             max_value_size: AtomicUsize::new(config.max_value_size),
+            client_query_buffer_limit: AtomicUsize::new(config.client_query_buffer_limit),
         };
         settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));
         settings
@@ -82,6 +87,8 @@ pub struct Shared {
     pub store: Arc<store::Store>,
     pub clients: ClientRegistry,
     pub stats: ServerStats,
+    /// INFO's instantaneous rates and memory peak.
+    pub metrics: crate::metrics::Metrics,
     pub started: Instant,
     pub shutdown: AtomicBool,
 }
@@ -113,7 +120,7 @@ impl Shared {
                 None
             }
         };
-        Arc::new(Shared {
+        let shared = Arc::new(Shared {
             pubsub: crate::pubsub::PubSub::default(),
             sql,
             tracking,
@@ -122,8 +129,11 @@ impl Shared {
             store,
             clients: ClientRegistry::default(),
             stats: ServerStats::default(),
+            metrics: crate::metrics::Metrics::default(),
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
-        })
+        });
+        crate::metrics::Metrics::start(&shared);
+        shared
     }
 }

@@ -299,6 +299,15 @@ impl Store {
         self.stats_with(|index, f| f(&self.shards[index].lock.read()))
     }
 
+    /// Zeroes the hit, miss, expiry and eviction counters (CONFIG RESETSTAT).
+    pub fn reset_stats(&self) {
+        for cell in self.shards.iter() {
+            for counter in [&cell.hits, &cell.misses, &cell.expired, &cell.evicted] {
+                counter.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Sums the counters, reading each shard's table through `with_shard`.
     fn stats_with(&self, mut with_shard: impl FnMut(usize, &mut dyn FnMut(&Shard))) -> StoreStats {
         let mut s = StoreStats {

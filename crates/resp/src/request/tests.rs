@@ -59,7 +59,8 @@ const INVALID_BULK: &str = "Protocol error: invalid bulk length";
 fn limits_default_to_redis_values() {
     let l = Limits::default();
     assert_eq!(l.max_bulk_len, 512 * 1024 * 1024);
-    assert_eq!(l.max_multibulk_len, 1024 * 1024);
+    // Redis 7 accepts up to INT_MAX arguments (MSET of a million pairs is 2,000,001).
+    assert_eq!(l.max_multibulk_len, i32::MAX as usize);
     assert_eq!(l.max_inline_len, 64 * 1024);
 }
 
@@ -135,7 +136,8 @@ fn invalid_multibulk_length() {
         b"* 1\r\n",
         b"*1 \r\n",
         b"*99999999999999999999\r\n",
-        b"*1048577\r\n",
+        // Past INT_MAX, as Redis 7; 2,000,001 (MSET of a million pairs) is fine.
+        b"*2147483648\r\n",
         // Redis skips the byte after `\r` unchecked; we insist on `\n`.
         b"*1\rX$1\r\na\r\n",
     ] {
@@ -452,4 +454,87 @@ fn mixed_pipeline_parses_request_by_request() {
             vec![]
         ]
     );
+}
+
+fn resumable(
+    buf: &[u8],
+    args: &mut Vec<Range<usize>>,
+    resume: &mut Resume,
+) -> Result<(Parsed, ArgSource), ProtocolError> {
+    parse_request_resumable(buf, &Limits::default(), args, &mut Vec::new(), resume)
+}
+
+#[test]
+fn resumed_parse_does_not_read_earlier_arguments_again() {
+    let mut buf = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nva".to_vec();
+    let mut args = Vec::new();
+    let mut resume = Resume::default();
+    let got = resumable(&buf, &mut args, &mut resume).unwrap();
+    assert_eq!(
+        got.0,
+        Parsed::Incomplete {
+            need: Some(buf.len() + 5)
+        }
+    );
+    assert!(resume.is_active());
+    assert_eq!(args, vec![8..11, 17..18]);
+    // The parsed prefix is not looked at again: overwrite it and the resumed parse still
+    // completes from where it stopped.
+    buf[8..11].copy_from_slice(b"XYZ");
+    buf[4] = b'!';
+    buf.extend_from_slice(b"lue\r\n*1\r\n");
+    let got = resumable(&buf, &mut args, &mut resume).unwrap();
+    assert_eq!(got, (Parsed::Complete(buf.len() - 4), ArgSource::Buffer));
+    assert_eq!(args, vec![8..11, 17..18, 24..29]);
+    assert!(!resume.is_active());
+    // The next request starts afresh.
+    let rest = b"*1\r\n$4\r\nPING\r\n";
+    let got = resumable(rest, &mut args, &mut resume).unwrap();
+    assert_eq!(got, (Parsed::Complete(rest.len()), ArgSource::Buffer));
+    assert_eq!(args, vec![8..12]);
+}
+
+#[test]
+fn resumable_parse_fed_byte_by_byte_matches_a_whole_parse() {
+    let mut buf = Vec::new();
+    for part in [
+        &b"*4\r\n$4\r\nMSET\r\n$1\r\na\r\n$0\r\n\r\n$3\r\nxyz\r\n"[..],
+        b"PING\r\n",
+    ] {
+        buf.extend_from_slice(part);
+    }
+    let whole = complete(&buf);
+    let mut args = Vec::new();
+    let mut resume = Resume::default();
+    for cut in 0..buf.len() {
+        match resumable(&buf[..cut], &mut args, &mut resume).unwrap() {
+            (Parsed::Incomplete { .. }, _) => {}
+            (Parsed::Complete(n), _) => {
+                assert_eq!(n, whole.0, "cut {cut}");
+                let got: Vec<Vec<u8>> = args.iter().map(|r| buf[r.clone()].to_vec()).collect();
+                assert_eq!(got, whole.2);
+                return;
+            }
+        }
+    }
+    panic!("never completed");
+}
+
+#[test]
+fn resume_is_dropped_for_other_input_and_after_errors() {
+    let mut args = Vec::new();
+    let mut resume = Resume::default();
+    resumable(b"*2\r\n$1\r\na\r\n", &mut args, &mut resume).unwrap();
+    assert!(resume.is_active());
+    // A shorter buffer, or one that is not a multibulk, cannot be the same request.
+    let got = resumable(b"PING\r\n", &mut args, &mut resume).unwrap();
+    assert_eq!(got.0, Parsed::Complete(6));
+    assert!(!resume.is_active());
+    assert!(matches!(
+        parse(b"*2000001\r\n"),
+        Ok((Parsed::Incomplete { .. }, ..))
+    ));
+    resumable(b"*2\r\n$1\r\na\r\n", &mut args, &mut resume).unwrap();
+    assert!(resumable(b"*2\r\n$1\r\na\r\n?x\r\n", &mut args, &mut resume).is_err());
+    assert!(!resume.is_active() && args.is_empty());
 }

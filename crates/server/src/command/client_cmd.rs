@@ -2,7 +2,7 @@
 //! HELLO SETNAME).
 
 use super::{parse_i64, Ctx, SYNTAX};
-use crate::clients::{ClientKind, KillFilter};
+use crate::clients::{ClientType, KillFilter};
 
 /// Checks a client name as Redis does: CLIENT LIST is split on spaces and newlines, so a name
 /// may only hold printable ASCII without spaces. Replies with the error and returns false.
@@ -56,7 +56,7 @@ pub fn kill(ctx: &mut Ctx<'_, '_>) {
                 Some(_) => return ctx.err(b"ERR maxage should be greater than 0"),
                 None => return ctx.err(b"ERR maxage is not an integer or out of range"),
             },
-            "type" => match ClientKind::from_name(value.as_bytes()) {
+            "type" => match ClientType::parse(value.as_bytes()) {
                 Some(kind) => filter.kind = Some(kind),
                 None => {
                     let msg = format!("ERR Unknown client type '{value}'");

@@ -7,7 +7,9 @@
 
 mod args;
 mod client_cmd;
+mod client_info;
 mod hashes;
+mod info;
 mod keys;
 pub mod ops;
 mod pubsub;
@@ -112,9 +114,50 @@ impl Conn {
         self.reply_off || self.reply_skip
     }
 
+    /// Whether the client must still AUTH: it has not, and a password is set. Clearing
+    /// `requirepass` lets waiting connections through (as Redis's default user becomes nopass).
+    pub fn auth_pending(&self, settings: &crate::shared::Settings) -> bool {
+        !self.authenticated && settings.auth_required()
+    }
+
     /// Whether a RESP2 connection is in subscribed mode (only pub/sub commands allowed).
     pub fn subscribed_resp2(&self) -> bool {
         self.version == Version::Resp2 && !(self.channels.is_empty() && self.patterns.is_empty())
+    }
+
+    /// Publishes what CLIENT LIST and INFO show of this connection's state (read by other
+    /// threads): after each batch of commands, and before the client lists itself.
+    pub fn publish(&self) {
+        use crate::clients::client_flags::*;
+        use std::sync::atomic::Ordering::Relaxed;
+        let st = &self.client.state;
+        // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, and BLOCKED around deferred commands.
+        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED);
+        let subscribed = !(self.channels.is_empty() && self.patterns.is_empty());
+        for (on, bit) in [
+            (subscribed, PUBSUB),
+            (self.multi.is_some(), MULTI),
+            (self.tracking.is_some(), TRACKING),
+            (self.tracking.as_ref().is_some_and(|t| t.bcast), BCAST),
+            (self.close, CLOSE_AFTER_REPLY),
+        ] {
+            if on {
+                flags |= bit;
+            }
+        }
+        st.flags.store(flags, Relaxed);
+        st.sub.store(self.channels.len() as u32, Relaxed);
+        st.psub.store(self.patterns.len() as u32, Relaxed);
+        st.multi
+            .store(self.multi.as_ref().map_or(-1, |q| q.len() as i64), Relaxed);
+        if self.multi.is_none() {
+            st.multi_mem.store(0, Relaxed);
+        }
+        st.watch.store(self.watched.len() as u32, Relaxed);
+        st.redir.store(
+            self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
+            Relaxed,
+        );
     }
 
     /// Drops what the connection registered elsewhere: subscriptions and tracking.
@@ -150,8 +193,29 @@ pub fn execute(
     if conn.tracking.is_some() {
         remember_reads(command, args, shared, conn);
     }
+    let before = out.len();
     run(command, args, shared, conn, out);
-    stats::record(command, started.elapsed().as_nanos() as u64);
+    count_call(command, started, &out[before..]);
+}
+
+/// Counts a command that ran (INFO commandstats / errorstats) from its reply. An OOM refusal
+/// counts as rejected, as Redis refuses such commands before running them.
+pub fn count_call(command: &'static Command, started: std::time::Instant, reply: &[u8]) {
+    match stats::error_code(reply) {
+        None => stats::record(command, started.elapsed().as_nanos() as u64, false),
+        Some(code) => {
+            let end = reply
+                .iter()
+                .position(|&b| b == b'\r')
+                .unwrap_or(reply.len());
+            stats::record_error(&reply[1..end]);
+            if code == b"OOM" {
+                stats::record_rejected(command);
+            } else {
+                stats::record(command, started.elapsed().as_nanos() as u64, true);
+            }
+        }
+    }
 }
 
 /// Client tracking: a tracked client's reads are remembered so that a change of the key sends

@@ -1,7 +1,6 @@
-//! Connection and server commands: PING, ECHO, HELLO, AUTH, QUIT, SELECT, INFO, CONFIG,
-//! CLIENT, COMMAND, TIME.
+//! Connection and server commands: PING, ECHO, HELLO, AUTH, QUIT, SELECT, CONFIG, CLIENT,
+//! COMMAND, TIME (INFO and ROLE are in `info`).
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 use resp::reply::Version;
@@ -135,7 +134,7 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
             return;
         }
     }
-    if !ctx.conn.authenticated {
+    if ctx.conn.auth_pending(&ctx.shared.settings) {
         return ctx.err(b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if let Some(name) = name {
@@ -161,128 +160,6 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
     ctx.bulk(b"master");
     ctx.bulk(b"modules");
     ctx.array(0);
-}
-
-fn human(bytes: u64) -> String {
-    let units = ["B", "K", "M", "G", "T"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < units.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.2}{}", units[unit])
-}
-
-/// Resident set size from /proc (0 where unavailable).
-pub fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
-}
-
-pub fn info(ctx: &mut Ctx<'_, '_>) {
-    let wanted: Vec<String> = ctx.args.tail(1).map(super::lower).collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "all" || w == "everything" || w == "default");
-    let show = |s: &str| all || wanted.iter().any(|w| w == s);
-    let shared = ctx.shared;
-    let cfg = &shared.config;
-    let stats = ctx.db.stats();
-    let mut text = String::new();
-    if show("server") {
-        let uptime = shared.started.elapsed().as_secs();
-        let _ = write!(
-            text,
-            "# Server\r\nredis_version:{REDIS_COMPAT_VERSION}\r\ncairn_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nio_model:{}\r\nio_threads:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nmemcache_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nconfig_file:{}\r\n\r\n",
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::OS,
-            std::env::consts::ARCH,
-            cfg.io_model.name(),
-            cfg.threads,
-            std::process::id(),
-            cfg.port,
-            cfg.memcache_port,
-            uptime / 86400,
-            cfg.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-        );
-    }
-    if show("clients") {
-        let _ = write!(
-            text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
-            shared.clients.count(),
-            shared.settings.maxclients.load(Relaxed)
-        );
-    }
-    if show("memory") {
-        let rss = rss_bytes();
-        let max = shared.store.maxmemory();
-        let policy = if shared.store.evicts() {
-            MaxmemoryPolicy::Evict
-        } else {
-            MaxmemoryPolicy::NoEviction
-        };
-        let _ = write!(
-            text,
-            "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:mimalloc\r\n\r\n",
-            stats.used_memory,
-            human(stats.used_memory),
-            human(rss),
-            human(max),
-            policy.name()
-        );
-    }
-    if show("stats") {
-        let s = &shared.stats;
-        let _ = write!(
-            text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nclient_output_limit_disconnections:{}\r\n\r\n",
-            s.total_connections_received.load(Relaxed),
-            s.total_commands_processed.load(Relaxed),
-            s.net_input_bytes.load(Relaxed),
-            s.net_output_bytes.load(Relaxed),
-            s.rejected_connections.load(Relaxed),
-            stats.expired,
-            stats.evicted,
-            stats.hits,
-            stats.misses,
-            s.client_output_limit_disconnections.load(Relaxed),
-        );
-    }
-    if wanted
-        .iter()
-        .any(|w| w == "commandstats" || w == "all" || w == "everything")
-    {
-        text.push_str("# Commandstats\r\n");
-        for (command, calls, usec) in super::stats::snapshot() {
-            let per_call = usec as f64 / calls as f64;
-            let _ = write!(text, "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls=0,failed_calls=0\r\n", command.name);
-        }
-        text.push_str("\r\n");
-    }
-    if show("keyspace") {
-        text.push_str("# Keyspace\r\n");
-        if stats.keys > 0 {
-            let _ = write!(
-                text,
-                "db0:keys={},expires={},avg_ttl=0\r\n",
-                stats.keys, stats.keys_with_expiry
-            );
-        }
-        text.push_str("\r\n");
-    }
-    while text.ends_with("\r\n\r\n") {
-        text.truncate(text.len() - 2);
-    }
-    resp::reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version);
 }
 
 /// CONFIG GET values, by parameter name.
@@ -329,6 +206,10 @@ fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
         ("loglevel", cfg.loglevel.clone()),
         ("max-value-size", s.max_value_size.load(Relaxed).to_string()),
         (
+            "client-query-buffer-limit",
+            s.client_query_buffer_limit.load(Relaxed).to_string(),
+        ),
+        (
             "client-output-limit",
             s.client_output_limit.load(Relaxed).to_string(),
         ),
@@ -353,7 +234,7 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
         "maxclients" => shared
             .settings
             .maxclients
-            .store(text.parse().map_err(|_| "not a number")?, Relaxed),
+            .store(crate::config::parse_maxclients(text)?, Relaxed),
         "requirepass" => shared.settings.set_requirepass(Some(value)),
         "client-output-limit" => shared
             .settings
@@ -362,7 +243,11 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
         "max-value-size" => shared
             .settings
             .max_value_size
-            .store(parse_size(text)? as usize, Relaxed),
+            .store(crate::config::parse_max_value_size(text)?, Relaxed),
+        "client-query-buffer-limit" => shared
+            .settings
+            .client_query_buffer_limit
+            .store(crate::config::parse_query_buffer_limit(text)?, Relaxed),
         _ => {
             return Err(format!(
                 "Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -404,14 +289,24 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
             ctx.ok()
         }
         "resetstat" if ctx.argc() == 2 => {
+            // Every counter INFO reports, as Redis's resetServerStats (memcached's `stats`
+            // have their own `stats reset`).
             let s = &ctx.shared.stats;
             for counter in [
                 &s.total_commands_processed,
                 &s.total_connections_received,
                 &s.rejected_connections,
+                &s.net_input_bytes,
+                &s.net_output_bytes,
+                &s.client_output_limit_disconnections,
+                &s.client_query_buffer_limit_disconnections,
+                &s.total_reads_processed,
+                &s.total_writes_processed,
             ] {
                 counter.store(0, Relaxed);
             }
+            ctx.shared.store.reset_stats();
+            ctx.shared.metrics.reset();
             super::stats::reset();
             ctx.ok()
         }
@@ -445,27 +340,20 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
                 ctx.ok()
             }
         }
-        "info" if ctx.argc() == 2 => {
-            let line = me.info_line() + "\n";
-            resp::reply::verbatim(ctx.out, b"txt", line.as_bytes(), ctx.conn.version)
-        }
-        "list" => {
-            let mut text = String::new();
-            for c in ctx.shared.clients.list() {
-                text.push_str(&c.info_line());
-                text.push('\n');
-            }
-            resp::reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version)
-        }
+        "info" if ctx.argc() == 2 => super::client_info::info(ctx),
+        "list" => super::client_info::list(ctx),
         "kill" if ctx.argc() >= 3 => super::client_cmd::kill(ctx),
         "reply" if ctx.argc() == 3 => super::client_cmd::reply(ctx),
-        "setinfo" | "no-evict" | "no-touch" if ctx.argc() >= 3 => ctx.ok(),
+        "setinfo" if ctx.argc() == 4 => super::client_info::setinfo(ctx),
+        "no-evict" | "no-touch" if ctx.argc() == 3 => super::client_info::mode(ctx),
         "tracking" if ctx.argc() >= 3 => super::tracking_cmd::tracking(ctx),
         "caching" if ctx.argc() == 3 => super::tracking_cmd::caching(ctx),
         "getredir" if ctx.argc() == 2 => super::tracking_cmd::getredir(ctx),
         "trackinginfo" if ctx.argc() == 2 => super::tracking_cmd::trackinginfo(ctx),
         "id" | "getname" | "setname" | "info" | "kill" | "reply" | "setinfo" | "tracking"
-        | "caching" | "getredir" | "trackinginfo" => wrong_args_sub(ctx, "client"),
+        | "caching" | "getredir" | "trackinginfo" | "no-evict" | "no-touch" => {
+            wrong_args_sub(ctx, "client")
+        }
         _ => unknown_subcommand(ctx, "CLIENT"),
     }
 }

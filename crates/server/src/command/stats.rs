@@ -1,8 +1,14 @@
-//! Per-command call counts and time (INFO commandstats). Each thread counts into its own
-//! array of relaxed atomics, so hot commands on many cores never share a cache line; INFO sums
-//! the arrays.
+//! Per-command call counts and time (INFO commandstats), and error replies by code (INFO
+//! errorstats). Each thread counts calls into its own array of relaxed atomics, so hot
+//! commands on many cores never share a cache line; INFO sums the arrays. Errors are rarer
+//! and go to one shared table.
+//!
+//! As in Redis 7: `calls` counts commands that ran, `failed_calls` those of them that replied
+//! with an error, `rejected_calls` commands refused before running (wrong arity, NOAUTH,
+//! OOM, not allowed in this context), which are not in `calls`.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -12,6 +18,8 @@ use super::{Command, COMMANDS};
 struct ThreadCounters {
     calls: Box<[AtomicU64]>,
     nanos: Box<[AtomicU64]>,
+    failed: Box<[AtomicU64]>,
+    rejected: Box<[AtomicU64]>,
 }
 
 fn registry() -> &'static Mutex<Vec<Arc<ThreadCounters>>> {
@@ -22,7 +30,12 @@ fn registry() -> &'static Mutex<Vec<Arc<ThreadCounters>>> {
 thread_local! {
     static LOCAL: Arc<ThreadCounters> = {
         let zeros = || (0..COMMANDS.len()).map(|_| AtomicU64::new(0)).collect();
-        let counters = Arc::new(ThreadCounters { calls: zeros(), nanos: zeros() });
+        let counters = Arc::new(ThreadCounters {
+            calls: zeros(),
+            nanos: zeros(),
+            failed: zeros(),
+            rejected: zeros(),
+        });
         registry().lock().push(counters.clone());
         counters
     };
@@ -33,38 +46,163 @@ fn index_of(command: &'static Command) -> usize {
         / std::mem::size_of::<Command>()
 }
 
-/// Counts one call of `command` that took `nanos`.
-pub fn record(command: &'static Command, nanos: u64) {
+/// Counts one call of `command` that took `nanos`; `failed`: it replied with an error.
+pub fn record(command: &'static Command, nanos: u64, failed: bool) {
     let i = index_of(command);
     LOCAL.with(|c| {
         c.calls[i].fetch_add(1, Relaxed);
         c.nanos[i].fetch_add(nanos, Relaxed);
+        if failed {
+            c.failed[i].fetch_add(1, Relaxed);
+        }
     });
 }
 
-/// (command, calls, microseconds) for every command called at least once.
-pub fn snapshot() -> Vec<(&'static Command, u64, u64)> {
-    let mut totals = vec![(0u64, 0u64); COMMANDS.len()];
+/// Counts `command` refused before it ran.
+pub fn record_rejected(command: &'static Command) {
+    let i = index_of(command);
+    LOCAL.with(|c| c.rejected[i].fetch_add(1, Relaxed));
+}
+
+/// One command's counters (INFO commandstats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommandStats {
+    pub calls: u64,
+    pub usec: u64,
+    pub failed: u64,
+    pub rejected: u64,
+}
+
+/// The counters of every command called, failed or rejected at least once.
+pub fn snapshot() -> Vec<(&'static Command, CommandStats)> {
+    let mut totals = vec![CommandStats::default(); COMMANDS.len()];
     for counters in registry().lock().iter() {
         for (i, total) in totals.iter_mut().enumerate() {
-            total.0 += counters.calls[i].load(Relaxed);
-            total.1 += counters.nanos[i].load(Relaxed);
+            total.calls += counters.calls[i].load(Relaxed);
+            total.usec += counters.nanos[i].load(Relaxed);
+            total.failed += counters.failed[i].load(Relaxed);
+            total.rejected += counters.rejected[i].load(Relaxed);
         }
     }
     COMMANDS
         .iter()
         .zip(totals)
-        .filter(|(_, (calls, _))| *calls > 0)
-        .map(|(c, (calls, nanos))| (c, calls, nanos / 1000))
+        .filter(|(_, t)| t.calls + t.failed + t.rejected > 0)
+        .map(|(c, t)| {
+            (
+                c,
+                CommandStats {
+                    usec: t.usec / 1000,
+                    ..t
+                },
+            )
+        })
         .collect()
 }
 
+/// Distinct error codes tracked before errorstats gives up (Redis's limit): the codes come
+/// from cairn's own replies, but a bound keeps the table small whatever happens.
+const ERROR_CODES_MAX: usize = 128;
+
+struct ErrorTable {
+    counts: parking_lot::Mutex<BTreeMap<String, u64>>,
+    enabled: AtomicBool,
+    total: AtomicU64,
+}
+
+fn errors() -> &'static ErrorTable {
+    static ERRORS: OnceLock<ErrorTable> = OnceLock::new();
+    ERRORS.get_or_init(|| ErrorTable {
+        counts: Default::default(),
+        enabled: AtomicBool::new(true),
+        total: AtomicU64::new(0),
+    })
+}
+
+/// The code of an error reply (`-WRONGTYPE Operation...` gives `WRONGTYPE`); None when the
+/// reply is not an error.
+pub fn error_code(reply: &[u8]) -> Option<&[u8]> {
+    let body = reply.strip_prefix(b"-")?;
+    let end = body
+        .iter()
+        .position(|&b| b == b' ' || b == b'\r')
+        .unwrap_or(body.len());
+    Some(&body[..end])
+}
+
+/// Counts one error reply whose message (without `-`) is `msg`.
+pub fn record_error(msg: &[u8]) {
+    let table = errors();
+    table.total.fetch_add(1, Relaxed);
+    if !table.enabled.load(Relaxed) {
+        return;
+    }
+    let end = msg.iter().position(|&b| b == b' ').unwrap_or(msg.len());
+    // INFO lines are `name:value`: characters that would break them are replaced, as Redis does.
+    let code: String = String::from_utf8_lossy(&msg[..end])
+        .chars()
+        .map(|c| if "#:\n\r".contains(c) { '_' } else { c })
+        .collect();
+    let mut counts = table.counts.lock();
+    if let Some(n) = counts.get_mut(&code) {
+        *n += 1;
+    } else if counts.len() >= ERROR_CODES_MAX {
+        tracing::warn!(
+            "errorstats stopped adding new errors: {ERROR_CODES_MAX} codes reached; CONFIG RESETSTAT re-enables it"
+        );
+        counts.clear();
+        counts.insert("ERRORSTATS_DISABLED".into(), 1);
+        table.enabled.store(false, Relaxed);
+    } else {
+        counts.insert(code, 1);
+    }
+}
+
+/// (error code, count), by code (INFO errorstats).
+pub fn error_snapshot() -> Vec<(String, u64)> {
+    errors()
+        .counts
+        .lock()
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// Error replies sent since the start or the last reset (INFO `total_error_replies`).
+pub fn total_errors() -> u64 {
+    errors().total.load(Relaxed)
+}
+
+/// CONFIG RESETSTAT: zeroes every command and error counter.
 pub fn reset() {
     for counters in registry().lock().iter() {
         counters
             .calls
             .iter()
             .chain(counters.nanos.iter())
+            .chain(counters.failed.iter())
+            .chain(counters.rejected.iter())
             .for_each(|a| a.store(0, Relaxed));
+    }
+    let table = errors();
+    table.counts.lock().clear();
+    table.enabled.store(true, Relaxed);
+    table.total.store(0, Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes() {
+        assert_eq!(error_code(b"-ERR syntax error\r\n"), Some(&b"ERR"[..]));
+        assert_eq!(
+            error_code(b"-WRONGTYPE Operation\r\n"),
+            Some(&b"WRONGTYPE"[..])
+        );
+        assert_eq!(error_code(b"-NOPROTO\r\n"), Some(&b"NOPROTO"[..]));
+        assert_eq!(error_code(b"+OK\r\n"), None);
+        assert_eq!(error_code(b""), None);
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::flags::*;
-use super::{hashes, keys, pubsub, server, sql, strings, tags, txn, Handler};
+use super::{hashes, info, keys, pubsub, server, sql, strings, tags, txn, Handler};
 
 pub struct Command {
     pub name: &'static str,
@@ -89,7 +89,8 @@ pub static COMMANDS: &[Command] = &[
     cmd("auth", -2, FAST | NOAUTH, NONE, server::auth, "Authenticates the connection."),
     cmd("quit", -1, FAST | NOAUTH | NOQUEUE | PUBSUB, NONE, server::quit, "Closes the connection."),
     cmd("select", 2, FAST, NONE, server::select, "Changes the selected database (only 0 exists)."),
-    cmd("info", -1, 0, NONE, server::info, "Returns information and statistics about the server."),
+    cmd("info", -1, 0, NONE, info::info, "Returns information and statistics about the server."),
+    cmd("role", 1, FAST, NONE, info::role, "Returns the replication role."),
     cmd("config", -2, ADMIN, NONE, server::config, "CONFIG GET / SET / RESETSTAT."),
     cmd("client", -2, 0, NONE, server::client, "CLIENT ID / SETNAME / GETNAME / LIST / INFO / KILL / SETINFO."),
     cmd("command", -1, 0, NONE, server::command, "Returns details about commands."),

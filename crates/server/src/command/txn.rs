@@ -16,6 +16,12 @@ pub fn multi(ctx: &mut Ctx<'_, '_>) {
     }
     ctx.conn.multi = Some(Vec::new());
     ctx.conn.multi_dirty = false;
+    // CLIENT LIST multi-mem counts this transaction's queue only.
+    ctx.conn
+        .client
+        .state
+        .multi_mem
+        .store(0, std::sync::atomic::Ordering::Relaxed);
     ctx.ok()
 }
 
@@ -68,6 +74,8 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
 fn run_queued<'s>(ctx: &mut Ctx<'_, 's>, queued: &OwnedArgs, locked: &mut store::Locked<'s>) {
     let args = queued.args();
     let command = lookup(args.get(0)).expect("queued commands were looked up when queued");
+    let started = std::time::Instant::now();
+    let before = ctx.out.len();
     let mut sub = Ctx {
         args,
         db: Db::Locked(locked),
@@ -76,4 +84,6 @@ fn run_queued<'s>(ctx: &mut Ctx<'_, 's>, queued: &OwnedArgs, locked: &mut store:
         conn: &mut *ctx.conn,
     };
     (command.handler)(&mut sub);
+    // Each queued command counts in commandstats, as when it runs alone.
+    super::count_call(command, started, &ctx.out[before..]);
 }

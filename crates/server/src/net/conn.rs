@@ -68,7 +68,7 @@ impl BufPool {
 /// added to [`ServerStats`] once per loop turn.
 pub struct Ctx {
     pub pool: BufPool,
-    /// Largest input buffer (max_value_size + 1 MiB).
+    /// Largest input buffer (`config::effective_query_buffer_limit`).
     pub max_input: usize,
     /// Unsent output that disconnects a client; 0 = unlimited (then: pure backpressure).
     pub output_limit: usize,
@@ -77,6 +77,10 @@ pub struct Ctx {
     pub in_bytes: u64,
     pub out_bytes: u64,
     pub output_limit_closes: u64,
+    /// Reads and writes that moved bytes, and closes at the input limit (INFO stats).
+    pub reads: u64,
+    pub writes: u64,
+    pub input_limit_closes: u64,
 }
 
 impl Ctx {
@@ -89,6 +93,9 @@ impl Ctx {
             in_bytes: 0,
             out_bytes: 0,
             output_limit_closes: 0,
+            reads: 0,
+            writes: 0,
+            input_limit_closes: 0,
         };
         ctx.refresh(settings);
         ctx
@@ -96,8 +103,11 @@ impl Ctx {
 
     /// Reads the limits (CONFIG SET may change them) and the clock; once per loop turn.
     pub fn refresh(&mut self, settings: &Settings) {
-        let max_value_size = settings.max_value_size.load(Relaxed);
-        self.max_input = max_value_size.saturating_add(1 << 20).max(IN_BUF);
+        self.max_input = crate::config::effective_query_buffer_limit(
+            settings.client_query_buffer_limit.load(Relaxed),
+            settings.max_value_size.load(Relaxed),
+        )
+        .max(IN_BUF);
         let limit = settings.client_output_limit.load(Relaxed);
         self.output_limit = usize::try_from(limit).unwrap_or(usize::MAX);
         self.now_ms = crate::clients::now_ms();
@@ -113,6 +123,18 @@ impl Ctx {
             stats
                 .net_output_bytes
                 .fetch_add(std::mem::take(&mut self.out_bytes), Relaxed);
+        }
+        for (local, total) in [
+            (&mut self.reads, &stats.total_reads_processed),
+            (&mut self.writes, &stats.total_writes_processed),
+            (
+                &mut self.input_limit_closes,
+                &stats.client_query_buffer_limit_disconnections,
+            ),
+        ] {
+            if *local != 0 {
+                total.fetch_add(std::mem::take(local), Relaxed);
+            }
         }
         if self.output_limit_closes != 0 {
             stats
@@ -311,6 +333,7 @@ impl Conn {
         if self.end == self.inbuf.len() {
             // Full, and the session could not complete a request from it: grow.
             if self.inbuf.len() >= ctx.max_input {
+                ctx.input_limit_closes += 1;
                 return Err(CloseReason::InputLimit);
             }
             let new_len = self.inbuf.len().saturating_mul(2).min(ctx.max_input);
@@ -327,6 +350,7 @@ impl Conn {
                 Ok(n) => {
                     self.end += n;
                     ctx.in_bytes += n as u64;
+                    ctx.reads += 1;
                     self.dirty = true;
                     if n < space && !self.rdhup {
                         self.read_ready = false;
@@ -354,6 +378,7 @@ impl Conn {
             match (&self.stream).write(&self.out[self.out_pos..]) {
                 Ok(n) => {
                     ctx.out_bytes += n as u64;
+                    ctx.writes += 1;
                     self.out_pos += n;
                     if self.out_pos == self.out.len() {
                         self.out_pos = 0;
@@ -434,6 +459,9 @@ impl Conn {
         self.client
             .qbuf
             .store((self.end - self.start) as u64, Relaxed);
+        self.client
+            .qbuf_free
+            .store((self.inbuf.len() - self.end) as u64, Relaxed);
         self.client
             .omem
             .store((self.out.len() - self.out_pos) as u64, Relaxed);
