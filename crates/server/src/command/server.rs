@@ -7,7 +7,7 @@ use resp::reply::Version;
 use store::glob;
 
 use super::{flags, parse_i64, Ctx, COMMANDS, NOT_INTEGER, SYNTAX};
-use crate::config::{parse_size, MaxmemoryPolicy};
+use crate::config::parse_size;
 
 /// The Redis version cairn reports, so that clients enable the features it implements.
 pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
