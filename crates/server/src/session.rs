@@ -9,7 +9,8 @@ use crate::command::{self, flags, Args, Conn, OwnedArgs};
 use crate::memcached::McState;
 use crate::shared::Shared;
 
-/// Output size after which `process` returns early so that the runtime can flush it.
+/// Output produced by one `process` call after which it returns early so that the runtime can
+/// flush it.
 pub const OUTPUT_BATCH: usize = 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +93,7 @@ impl Session {
         let mut ranges = std::mem::take(&mut self.ranges);
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut close = false;
+        let base = out.len();
         while consumed < input.len() {
             let rest = &input[consumed..];
             match resp::request::parse_request(rest, &self.limits, &mut ranges, &mut scratch) {
@@ -121,7 +123,7 @@ impl Session {
                         break;
                     }
                     // Let the runtime write (and apply the output limit) before producing more.
-                    if out.len() >= OUTPUT_BATCH {
+                    if out.len() - base >= OUTPUT_BATCH {
                         break;
                     }
                 }

@@ -219,12 +219,13 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
         };
         let _ = write!(
             text,
-            "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:mimalloc\r\n\r\n",
-            stats.used_memory,
-            human(stats.used_memory),
+            "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:mimalloc\r\nmem_clients_normal:{}\r\n\r\n",
+            stats.used_memory + stats.external_memory,
+            human(stats.used_memory + stats.external_memory),
             human(rss),
             human(max),
-            policy.name()
+            policy.name(),
+            stats.external_memory
         );
     }
     if show("stats") {
@@ -317,8 +318,9 @@ fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
         ("max-value-size", s.max_value_size.load(Relaxed).to_string()),
         (
             "client-output-limit",
-            s.client_output_limit.load(Relaxed).to_string(),
+            s.output_limits.read().normal.hard.to_string(),
         ),
+        ("client-output-buffer-limit", s.output_limits.read().render()),
         ("databases", "1".into()),
         ("save", String::new()),
         ("appendonly", "no".into()),
@@ -342,10 +344,11 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
             .maxclients
             .store(text.parse().map_err(|_| "not a number")?, Relaxed),
         "requirepass" => shared.settings.set_requirepass(Some(value)),
-        "client-output-limit" => shared
-            .settings
-            .client_output_limit
-            .store(parse_size(text)?, Relaxed),
+        "client-output-limit" => {
+            let hard = parse_size(text)?;
+            shared.settings.output_limits.write().update(&format!("normal {hard} 0 0"))?
+        }
+        "client-output-buffer-limit" => shared.settings.output_limits.write().update(text)?,
         "max-value-size" => shared
             .settings
             .max_value_size

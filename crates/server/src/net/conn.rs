@@ -14,8 +14,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::clients::ClientInfo;
+use crate::config::{ClassLimit, OutputLimits};
 use crate::session::{Progress, Session};
-use crate::shared::{ServerStats, Settings};
+use crate::shared::{Settings, Shared};
 
 use super::listen::Stream;
 
@@ -70,13 +71,19 @@ pub struct Ctx {
     pub pool: BufPool,
     /// Largest input buffer (max_value_size + 1 MiB).
     pub max_input: usize,
-    /// Unsent output that disconnects a client; 0 = unlimited (then: pure backpressure).
-    pub output_limit: usize,
+    /// Unsent-output limits per client class.
+    pub limits: OutputLimits,
+    /// The normal class has no limit: a connection whose socket is full stops reading and
+    /// processing requests until the peer reads (with a limit, it goes on and is cut past it,
+    /// as in Redis).
+    pub backpressure: bool,
     /// [`crate::clients::now_ms`] at the start of this loop turn.
     pub now_ms: u64,
     pub in_bytes: u64,
     pub out_bytes: u64,
     pub output_limit_closes: u64,
+    /// Change of the connections' buffer bytes this turn (see [`Conn::account`]).
+    pub client_mem: i64,
 }
 
 impl Ctx {
@@ -84,11 +91,13 @@ impl Ctx {
         let mut ctx = Ctx {
             pool: BufPool::default(),
             max_input: 0,
-            output_limit: 0,
+            limits: OutputLimits::default(),
+            backpressure: true,
             now_ms: 0,
             in_bytes: 0,
             out_bytes: 0,
             output_limit_closes: 0,
+            client_mem: 0,
         };
         ctx.refresh(settings);
         ctx
@@ -98,12 +107,19 @@ impl Ctx {
     pub fn refresh(&mut self, settings: &Settings) {
         let max_value_size = settings.max_value_size.load(Relaxed);
         self.max_input = max_value_size.saturating_add(1 << 20).max(IN_BUF);
-        let limit = settings.client_output_limit.load(Relaxed);
-        self.output_limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        self.limits = *settings.output_limits.read();
+        self.backpressure = self.limits.normal.is_unlimited();
         self.now_ms = crate::clients::now_ms();
     }
 
-    pub fn flush_stats(&mut self, stats: &ServerStats) {
+    pub fn flush_stats(&mut self, shared: &Shared) {
+        if self.client_mem != 0 {
+            // Client buffers count against --maxmemory (the store's limit check sees them).
+            shared
+                .store
+                .account_external(std::mem::take(&mut self.client_mem));
+        }
+        let stats = &shared.stats;
         if self.in_bytes != 0 {
             stats
                 .net_input_bytes
@@ -175,6 +191,14 @@ pub struct Conn {
     /// The session waits for a deferred reply (posted by another thread as mail): input stays
     /// buffered, unread, until it comes.
     waiting: bool,
+    /// Pushed-message bytes (pub/sub, tracking) appended since the output was last drained:
+    /// `min(pushed, pending)` bounds the unsent messages, which the pubsub class limits.
+    pushed: usize,
+    /// [`Ctx::now_ms`] since which the output has been over the soft limit of the pubsub
+    /// class [0] and of the normal class [1]; 0 = not over.
+    soft_since: [u64; 2],
+    /// Buffer bytes this connection has added to `Ctx::client_mem`.
+    accounted: usize,
 }
 
 impl Conn {
@@ -197,6 +221,9 @@ impl Conn {
             closing: false,
             in_flight: false,
             waiting: false,
+            pushed: 0,
+            soft_since: [0; 2],
+            accounted: 0,
         }
     }
 
@@ -232,6 +259,22 @@ impl Conn {
         if self.in_flight {
             return Step::Wait;
         }
+        let step = self.drive_inner(ctx, inline);
+        if !self.in_flight {
+            self.account(ctx);
+        }
+        step
+    }
+
+    /// Publishes the change of this connection's buffer sizes (input buffer plus output
+    /// capacity) to the per-turn total that the store's memory limit sees.
+    fn account(&mut self, ctx: &mut Ctx) {
+        let now = self.inbuf.len() + self.out.capacity();
+        ctx.client_mem += now as i64 - self.accounted as i64;
+        self.accounted = now;
+    }
+
+    fn drive_inner(&mut self, ctx: &mut Ctx, inline: bool) -> Step {
         if self.client.has_mail() {
             self.deliver_mail(ctx);
         }
@@ -244,8 +287,14 @@ impl Conn {
                 }
                 pending = self.out.len() - self.out_pos;
             }
-            if pending != 0 && ctx.output_limit != 0 && pending > ctx.output_limit {
+            if pending != 0 && self.over_output_limit(pending, ctx) {
                 ctx.output_limit_closes += 1;
+                tracing::warn!(
+                    client = self.client.id,
+                    addr = %self.client.addr,
+                    pending,
+                    "client closed for overcoming its output buffer limit"
+                );
                 return Step::Close(CloseReason::OutputLimit);
             }
             if self.closing {
@@ -258,8 +307,9 @@ impl Conn {
             if self.waiting {
                 return Step::Wait;
             }
-            if pending != 0 && !self.write_ready && ctx.output_limit == 0 {
-                // Unlimited output: pure backpressure, stop reading until the peer reads.
+            if pending != 0 && !self.write_ready && ctx.backpressure {
+                // The socket is full: produce no more replies (read no more requests) until the
+                // peer reads. Buffered requests stay `dirty`; the WRITABLE event resumes them.
                 return Step::Wait;
             }
             if self.dirty {
@@ -294,6 +344,21 @@ impl Conn {
             }
             return Step::Wait;
         }
+    }
+
+    /// The class limits (see [`OutputLimits`]): the pubsub class bounds a subscriber's whole
+    /// output and the pushed messages in anyone else's; the normal class bounds the rest.
+    fn over_output_limit(&mut self, pending: usize, ctx: &Ctx) -> bool {
+        let subscribed = self.client.subscriptions.load(Relaxed) > 0;
+        let (pushed, replies) = if subscribed {
+            (pending, 0)
+        } else {
+            (pending.min(self.pushed), pending)
+        };
+        let [pubsub_since, normal_since] = &mut self.soft_since;
+        let cut_pubsub = over_limit(&ctx.limits.pubsub, pushed, pubsub_since, ctx.now_ms);
+        let cut_normal = over_limit(&ctx.limits.normal, replies, normal_since, ctx.now_ms);
+        cut_pubsub || cut_normal
     }
 
     /// One read into the input buffer (edge-triggered: a short read means drained).
@@ -359,6 +424,7 @@ impl Conn {
                         self.out_pos = 0;
                         ctx.pool.put_out(std::mem::take(&mut self.out));
                         self.client.omem.store(0, Relaxed);
+                        self.pushed = 0;
                     } else {
                         // A short write means the socket buffer is full.
                         self.write_ready = false;
@@ -485,6 +551,7 @@ impl Conn {
         if !mail.bytes.is_empty() {
             self.prepare_out(ctx);
             self.out.extend_from_slice(&mail.bytes);
+            self.pushed += mail.pushed;
         }
         if mail.resume {
             self.waiting = false;
@@ -494,6 +561,7 @@ impl Conn {
 
     /// Returns the buffers to the pool (the connection is being closed).
     pub fn release(mut self, ctx: &mut Ctx) {
+        ctx.client_mem -= self.accounted as i64;
         if !self.inbuf.is_empty() {
             self.release_in(ctx);
         }
@@ -569,6 +637,24 @@ impl Job {
             }
         }
     }
+}
+
+/// Whether `bytes` of unsent output break `limit`: past its hard limit at once, past its soft
+/// limit once `since` (the first time seen over it) is `soft_secs` seconds old.
+fn over_limit(limit: &ClassLimit, bytes: usize, since: &mut u64, now_ms: u64) -> bool {
+    let bytes = bytes as u64;
+    if limit.hard != 0 && bytes > limit.hard {
+        return true;
+    }
+    if limit.soft == 0 || bytes <= limit.soft {
+        *since = 0;
+        return false;
+    }
+    if *since == 0 {
+        *since = now_ms.max(1);
+        return false;
+    }
+    now_ms.saturating_sub(*since) >= limit.soft_secs.saturating_mul(1000)
 }
 
 /// Drops a session whose `process` panicked; its destructor may panic too.
