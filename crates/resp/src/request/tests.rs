@@ -453,3 +453,32 @@ fn mixed_pipeline_parses_request_by_request() {
         ]
     );
 }
+
+#[test]
+fn unauthenticated_limits() {
+    let unauth = Limits {
+        unauthenticated: true,
+        ..Limits::default()
+    };
+    assert_eq!(
+        error_with(b"*11\r\n", &unauth),
+        "Protocol error: unauthenticated multibulk length"
+    );
+    assert_eq!(
+        error_with(b"*1\r\n$16385\r\n", &unauth),
+        "Protocol error: unauthenticated bulk length"
+    );
+    assert_eq!(
+        error_with(b"*1\r\n$60000000\r\n", &unauth),
+        "Protocol error: unauthenticated bulk length"
+    );
+    assert!(matches!(
+        parse_with(b"*10\r\n$16384\r\n", &unauth),
+        Ok((Parsed::Incomplete { .. }, ..))
+    ));
+    // Authenticated clients keep the normal limits.
+    assert!(matches!(
+        parse_with(b"*11\r\n$60000000\r\n", &Limits::default()),
+        Ok((Parsed::Incomplete { .. }, ..))
+    ));
+}
