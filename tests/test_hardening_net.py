@@ -147,3 +147,199 @@ def test_mc_binary_packet_gets_error_and_close(server, mc):
         assert c.is_closed(timeout=3)
     mc.set("after", b"1")
     assert mc.get("after") == b"1"
+
+
+# --- item 6: client buffers before and after AUTH -------------------------------------------------
+
+def _rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _info_field(client, field):
+    return int(client.info("memory")[field])
+
+
+@pytest.mark.redis_only
+def test_unauthenticated_big_headers_refused(server_factory):
+    srv = server_factory("--requirepass", "pw")
+    with srv.raw() as c:
+        c.send(b"*1\r\n$60000000\r\n")
+        c.expect(b"-ERR Protocol error: unauthenticated bulk length\r\n")
+        assert c.is_closed(timeout=3)
+    with srv.raw() as c:
+        c.send(b"*11\r\n")
+        c.expect(b"-ERR Protocol error: unauthenticated multibulk length\r\n")
+        assert c.is_closed(timeout=3)
+    with srv.raw() as c:
+        # Small requests still get their NOAUTH answer; after AUTH the limits are lifted
+        # (AUTH and the big request in the same batch).
+        assert c.command("GET", "k").startswith(b"-NOAUTH")
+        big = b"x" * 100_000
+        c.send(encode_command("AUTH", "pw") + encode_command("SET", "k", big))
+        c.expect(b"+OK\r\n+OK\r\n")
+        c.send(encode_command("STRLEN", "k"))
+        c.expect(b":100000\r\n")
+
+
+@pytest.mark.redis_only
+@pytest.mark.cairn_only
+@pytest.mark.timeout(60)
+def test_unauthenticated_frames_do_not_grow_memory(server_factory):
+    srv = server_factory("--requirepass", "pw")
+    before = _rss_kb(srv.proc.pid)
+    chunk = b"x" * (1 << 20)
+    conns = []
+    try:
+        for _ in range(10):
+            s = socket.create_connection((HOST, srv.port))
+            conns.append(s)
+            try:
+                s.sendall(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$60000000\r\n")
+                for _ in range(8):
+                    s.sendall(chunk)
+            except OSError:
+                pass  # refused and closed: what we want
+        time.sleep(0.3)
+        grown_mb = (_rss_kb(srv.proc.pid) - before) / 1024
+        assert grown_mb < 30, f"RSS grew by {grown_mb:.0f} MB"
+    finally:
+        for s in conns:
+            s.close()
+
+
+@pytest.mark.redis_only
+@pytest.mark.timeout(60)
+def test_client_buffers_count_against_maxmemory(server_factory):
+    srv = server_factory("--maxmemory", "16mb", "--maxmemory-policy", "noeviction")
+    c = srv.client()
+    assert c.set("small", "v")
+    base = _info_field(c, "mem_clients_normal")
+    hog = socket.create_connection((HOST, srv.port))
+    try:
+        # A request whose value never completes: 24 MB of it sit in the input buffer.
+        hog.sendall(b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$40000000\r\n")
+        chunk = b"x" * (1 << 20)
+        for _ in range(24):
+            hog.sendall(chunk)
+        wait_until(lambda: _info_field(c, "mem_clients_normal") > base + (20 << 20), timeout=10,
+                   msg="client buffers in mem_clients_normal")
+        assert _info_field(c, "used_memory") > 20 << 20
+        with pytest.raises(Exception, match="maxmemory"):
+            c.set("other", "v")
+    finally:
+        hog.close()
+    wait_until(lambda: _info_field(c, "mem_clients_normal") < base + (1 << 20), timeout=10,
+               msg="buffers released")
+    assert c.set("other", "v")
+    c.close()
+
+
+# --- item 8: output-buffer classes ----------------------------------------------------------------
+
+@pytest.mark.redis_only
+@pytest.mark.timeout(60)
+def test_reader_of_a_100mb_value_is_not_cut(server_factory):
+    srv = server_factory("--max-value-size", "128mb")
+    c = srv.client()
+    value = os.urandom(100 << 20)
+    assert c.set("huge", value)
+    assert c.get("huge") == value
+    # Large pipelined reads over a small receive buffer, read slowly.
+    p = c.pipeline(transaction=False)
+    for _ in range(3):
+        p.get("huge")
+    assert p.execute() == [value] * 3
+    c.close()
+
+
+def _client_ids(c):
+    return {int(x["id"]) for x in c.client_list()}
+
+
+@pytest.mark.redis_only
+@pytest.mark.timeout(60)
+def test_pubsub_subscriber_that_never_reads_is_cut(server_factory):
+    srv = server_factory()
+    c = srv.client()
+    sub = RawConn(HOST, srv.port, rcvbuf=16 * 1024)
+    sub_id = int(sub.command("CLIENT", "ID")[1:-2])
+    sub.send(encode_command("SUBSCRIBE", "ch"))
+    sub.read_resp()
+    message = b"m" * (512 << 10)
+    try:
+        for i in range(100):  # 50 MB, never read
+            c.publish("ch", message)
+            if sub_id not in _client_ids(c):
+                break
+        # Messages reach the subscriber's thread asynchronously: give the last ones a moment.
+        wait_until(lambda: sub_id not in _client_ids(c), timeout=5, msg="the subscriber cut")
+        assert i * len(message) > 24 << 20  # not before the hard limit (32 MB)
+    finally:
+        sub.close()
+    assert c.ping()
+    c.close()
+
+
+@pytest.mark.redis_only
+def test_output_buffer_limit_config(server_factory):
+    srv = server_factory()
+    c = srv.client()
+    got = c.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
+    assert got == "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    assert c.config_set("client-output-buffer-limit", "pubsub 1mb 512kb 1")
+    got = c.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
+    assert got == "normal 0 0 0 slave 268435456 67108864 60 pubsub 1048576 524288 1"
+    with pytest.raises(Exception):
+        c.config_set("client-output-buffer-limit", "pubsub 1mb 512kb")
+    with pytest.raises(Exception):
+        c.config_set("client-output-buffer-limit", "bogus 1 1 1")
+    c.close()
+
+
+@pytest.mark.redis_only
+@pytest.mark.timeout(30)
+def test_pubsub_soft_limit_cuts_after_its_seconds(server_factory):
+    srv = server_factory()
+    c = srv.client()
+    c.config_set("client-output-buffer-limit", "pubsub 0 1mb 1")
+    sub = RawConn(HOST, srv.port, rcvbuf=16 * 1024)
+    sub_id = int(sub.command("CLIENT", "ID")[1:-2])
+    sub.send(encode_command("SUBSCRIBE", "ch"))
+    sub.read_resp()
+    message = b"m" * (256 << 10)
+    try:
+        for _ in range(24):  # 6 MB: over the soft limit, no hard limit
+            c.publish("ch", message)
+        assert sub_id in _client_ids(c), "cut before its soft-limit seconds"
+        time.sleep(2.2)
+        c.publish("ch", b"x")
+        wait_until(lambda: sub_id not in _client_ids(c), timeout=5, msg="soft-limit cut")
+    finally:
+        sub.close()
+    c.close()
+
+
+@pytest.mark.redis_only
+@pytest.mark.cairn_only
+@pytest.mark.timeout(30)
+def test_tracking_messages_count_as_pubsub_class(server_factory):
+    srv = server_factory()
+    c = srv.client()
+    c.config_set("client-output-buffer-limit", "pubsub 1mb 0 0")
+    t = RawConn(HOST, srv.port, rcvbuf=16 * 1024)
+    t.command("HELLO", "3")
+    t_id = int(t.command("CLIENT", "ID")[1:-2])
+    assert t.command("CLIENT", "TRACKING", "on", "BCAST") == b"+OK\r\n"
+    try:
+        for i in range(2000):  # 2000 invalidations of 4 KB keys: 8 MB of pushes, never read
+            c.set(b"k" * 4096 + str(i).encode(), "v")
+            if i % 100 == 99 and t_id not in _client_ids(c):
+                break
+        assert t_id not in _client_ids(c), "the tracking client was not cut"
+    finally:
+        t.close()
+    c.close()
