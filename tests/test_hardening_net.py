@@ -66,7 +66,7 @@ def _mc_set(port, key, value):
 @pytest.mark.memcache_only
 @pytest.mark.timeout(60)
 def test_mc_pipelined_big_gets_all_answered(server, mc):
-    value = os.urandom(1 << 20)
+    value = os.urandom(1_000_000)  # memcached's default item size limit is 1 MiB with headers
     _mc_set(server.memcache_port, b"big", value)
     unit = b"VALUE big 0 %d\r\n" % len(value) + value + b"\r\nEND\r\n"
     _pipeline(server.memcache_port, b"get big\r\n" * 50, unit, 50)
