@@ -241,7 +241,10 @@ impl Error {
 
     /// Whether the connection must be closed after this error.
     pub fn close(&self) -> bool {
-        matches!(self, Error::Client { close: true, .. } | Error::Binary { .. })
+        matches!(
+            self,
+            Error::Client { close: true, .. } | Error::Binary { .. }
+        )
     }
 
     /// Appends the reply memcached sends for this error: nothing under noreply or when closing.

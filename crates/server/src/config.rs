@@ -392,13 +392,20 @@ impl OutputLimits {
                 "normal" => &mut next.normal,
                 "replica" | "slave" => &mut next.replica,
                 "pubsub" => &mut next.pubsub,
-                _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    )
+                }
             };
             let hard = parse_size(group[1]);
             let soft = parse_size(group[2]);
             let secs = group[3].parse::<u64>();
             let (Ok(hard), Ok(soft), Ok(soft_secs)) = (hard, soft, secs) else {
-                return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
+                return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                );
             };
             *class = ClassLimit {
                 hard,
@@ -781,15 +788,24 @@ mod tests {
 
     #[test]
     fn output_buffer_limits() {
-        let c = cfg(&["--client-output-buffer-limit", "pubsub 1mb 512k 5 normal 10 0 0"]);
+        let c = cfg(&[
+            "--client-output-buffer-limit",
+            "pubsub 1mb 512k 5 normal 10 0 0",
+        ]);
         let l = c.client_output_limits;
-        assert_eq!((l.pubsub.hard, l.pubsub.soft, l.pubsub.soft_secs), (1 << 20, 512 << 10, 5));
+        assert_eq!(
+            (l.pubsub.hard, l.pubsub.soft, l.pubsub.soft_secs),
+            (1 << 20, 512 << 10, 5)
+        );
         assert_eq!(l.normal.hard, 10);
         assert_eq!(l.replica, OutputLimits::default().replica);
         // The old flag sets the normal class's hard limit.
         let c = cfg(&["--client-output-limit", "1mb"]);
         assert_eq!(c.client_output_limits.normal.hard, 1 << 20);
-        assert_eq!(c.client_output_limits.pubsub, OutputLimits::default().pubsub);
+        assert_eq!(
+            c.client_output_limits.pubsub,
+            OutputLimits::default().pubsub
+        );
         let mut l = OutputLimits::default();
         for bad in ["normal 1 2", "bogus 1 2 3", "normal x 0 0", "normal 1 1 -1"] {
             assert!(l.update(bad).is_err(), "{bad} accepted");

@@ -320,7 +320,10 @@ fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
             "client-output-limit",
             s.output_limits.read().normal.hard.to_string(),
         ),
-        ("client-output-buffer-limit", s.output_limits.read().render()),
+        (
+            "client-output-buffer-limit",
+            s.output_limits.read().render(),
+        ),
         ("databases", "1".into()),
         ("save", String::new()),
         ("appendonly", "no".into()),
@@ -346,7 +349,11 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
         "requirepass" => shared.settings.set_requirepass(Some(value)),
         "client-output-limit" => {
             let hard = parse_size(text)?;
-            shared.settings.output_limits.write().update(&format!("normal {hard} 0 0"))?
+            shared
+                .settings
+                .output_limits
+                .write()
+                .update(&format!("normal {hard} 0 0"))?
         }
         "client-output-buffer-limit" => shared.settings.output_limits.write().update(text)?,
         "max-value-size" => shared
