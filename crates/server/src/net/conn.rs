@@ -552,6 +552,9 @@ impl Conn {
             self.prepare_out(ctx);
             self.out.extend_from_slice(&mail.bytes);
             self.pushed += mail.pushed;
+            self.client
+                .omem
+                .store((self.out.len() - self.out_pos) as u64, Relaxed);
         }
         if mail.resume {
             self.waiting = false;
