@@ -14,59 +14,20 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::clients::ClientInfo;
-use crate::config::{ClassLimit, OutputLimits};
+use crate::config::OutputLimits;
 use crate::session::{Progress, Session};
 use crate::shared::{Settings, Shared};
 
+use super::limits::OutputGuard;
 use super::listen::Stream;
+use super::pool::BufPool;
+use super::pool::IN_BUF;
 
-/// Initial (and pooled) input buffer size.
-pub const IN_BUF: usize = 16 * 1024;
-/// Initial capacity of an output buffer.
-const OUT_BUF: usize = 16 * 1024;
-/// Output buffers up to this capacity are pooled; bigger ones are freed (shrunk) when drained.
-const OUT_POOL_MAX_CAP: usize = 256 * 1024;
-/// Buffers of each kind a thread keeps for reuse.
-const POOL_MAX: usize = 64;
 /// Reads per `drive` call before yielding to other connections.
 const READ_BUDGET: usize = 16;
 
-/// Per-thread buffer pool.
-#[derive(Default)]
-pub struct BufPool {
-    ins: Vec<Vec<u8>>,
-    outs: Vec<Vec<u8>>,
-}
-
-impl BufPool {
-    fn take_in(&mut self) -> Vec<u8> {
-        self.ins.pop().unwrap_or_else(|| vec![0; IN_BUF])
-    }
-
-    fn put_in(&mut self, b: Vec<u8>) {
-        // Grown buffers are dropped: that is how a big idle buffer shrinks.
-        if b.len() == IN_BUF && self.ins.len() < POOL_MAX {
-            self.ins.push(b);
-        }
-    }
-
-    pub fn take_out(&mut self) -> Vec<u8> {
-        self.outs
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(OUT_BUF))
-    }
-
-    fn put_out(&mut self, mut b: Vec<u8>) {
-        if b.capacity() >= OUT_BUF && b.capacity() <= OUT_POOL_MAX_CAP && self.outs.len() < POOL_MAX
-        {
-            b.clear();
-            self.outs.push(b);
-        }
-    }
-}
-
 /// Per-thread context for driving connections: the buffer pool, limits, and counters that are
-/// added to [`ServerStats`] once per loop turn.
+/// added to [`crate::shared::ServerStats`] once per loop turn.
 pub struct Ctx {
     pub pool: BufPool,
     /// Largest input buffer (max_value_size + 1 MiB).
@@ -191,12 +152,8 @@ pub struct Conn {
     /// The session waits for a deferred reply (posted by another thread as mail): input stays
     /// buffered, unread, until it comes.
     waiting: bool,
-    /// Pushed-message bytes (pub/sub, tracking) appended since the output was last drained:
-    /// `min(pushed, pending)` bounds the unsent messages, which the pubsub class limits.
-    pushed: usize,
-    /// [`Ctx::now_ms`] since which the output has been over the soft limit of the pubsub
-    /// class [0] and of the normal class [1]; 0 = not over.
-    soft_since: [u64; 2],
+    /// Applies the output-buffer limits.
+    guard: OutputGuard,
     /// Buffer bytes this connection has added to `Ctx::client_mem`.
     accounted: usize,
 }
@@ -221,8 +178,7 @@ impl Conn {
             closing: false,
             in_flight: false,
             waiting: false,
-            pushed: 0,
-            soft_since: [0; 2],
+            guard: OutputGuard::default(),
             accounted: 0,
         }
     }
@@ -287,7 +243,12 @@ impl Conn {
                 }
                 pending = self.out.len() - self.out_pos;
             }
-            if pending != 0 && self.over_output_limit(pending, ctx) {
+            let subscribed = || self.client.subscriptions.load(Relaxed) > 0;
+            if pending != 0
+                && self
+                    .guard
+                    .over(pending, subscribed(), &ctx.limits, ctx.now_ms)
+            {
                 ctx.output_limit_closes += 1;
                 tracing::warn!(
                     client = self.client.id,
@@ -344,21 +305,6 @@ impl Conn {
             }
             return Step::Wait;
         }
-    }
-
-    /// The class limits (see [`OutputLimits`]): the pubsub class bounds a subscriber's whole
-    /// output and the pushed messages in anyone else's; the normal class bounds the rest.
-    fn over_output_limit(&mut self, pending: usize, ctx: &Ctx) -> bool {
-        let subscribed = self.client.subscriptions.load(Relaxed) > 0;
-        let (pushed, replies) = if subscribed {
-            (pending, 0)
-        } else {
-            (pending.min(self.pushed), pending)
-        };
-        let [pubsub_since, normal_since] = &mut self.soft_since;
-        let cut_pubsub = over_limit(&ctx.limits.pubsub, pushed, pubsub_since, ctx.now_ms);
-        let cut_normal = over_limit(&ctx.limits.normal, replies, normal_since, ctx.now_ms);
-        cut_pubsub || cut_normal
     }
 
     /// One read into the input buffer (edge-triggered: a short read means drained).
@@ -424,7 +370,7 @@ impl Conn {
                         self.out_pos = 0;
                         ctx.pool.put_out(std::mem::take(&mut self.out));
                         self.client.omem.store(0, Relaxed);
-                        self.pushed = 0;
+                        self.guard.drained();
                     } else {
                         // A short write means the socket buffer is full.
                         self.write_ready = false;
@@ -551,7 +497,7 @@ impl Conn {
         if !mail.bytes.is_empty() {
             self.prepare_out(ctx);
             self.out.extend_from_slice(&mail.bytes);
-            self.pushed += mail.pushed;
+            self.guard.pushed(mail.pushed);
             self.client
                 .omem
                 .store((self.out.len() - self.out_pos) as u64, Relaxed);
@@ -640,24 +586,6 @@ impl Job {
             }
         }
     }
-}
-
-/// Whether `bytes` of unsent output break `limit`: past its hard limit at once, past its soft
-/// limit once `since` (the first time seen over it) is `soft_secs` seconds old.
-fn over_limit(limit: &ClassLimit, bytes: usize, since: &mut u64, now_ms: u64) -> bool {
-    let bytes = bytes as u64;
-    if limit.hard != 0 && bytes > limit.hard {
-        return true;
-    }
-    if limit.soft == 0 || bytes <= limit.soft {
-        *since = 0;
-        return false;
-    }
-    if *since == 0 {
-        *since = now_ms.max(1);
-        return false;
-    }
-    now_ms.saturating_sub(*since) >= limit.soft_secs.saturating_mul(1000)
 }
 
 /// Drops a session whose `process` panicked; its destructor may panic too.
