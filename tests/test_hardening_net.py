@@ -343,3 +343,40 @@ def test_tracking_messages_count_as_pubsub_class(server_factory):
     finally:
         t.close()
     c.close()
+
+
+@pytest.mark.redis_only
+@pytest.mark.cairn_only
+@pytest.mark.timeout(60)
+def test_pipelining_client_that_stops_reading_is_throttled_not_cut(server_factory):
+    srv = server_factory()
+    c = srv.client()
+    value = os.urandom(512 << 10)
+    c.set("big", value)
+    slow = RawConn(HOST, srv.port, rcvbuf=16 * 1024)
+    slow_id = int(slow.command("CLIENT", "ID")[1:-2])
+    n = 400  # 200 MB of replies
+    t = threading.Thread(target=lambda: slow.sock.sendall(encode_command("GET", "big") * n),
+                         daemon=True)
+    t.start()
+    try:
+        time.sleep(1.0)
+        # The server stopped running its requests: its unsent output stays small.
+        info = [x for x in c.client_list() if int(x["id"]) == slow_id]
+        assert info, "the client was cut"
+        assert int(info[0]["omem"]) < 8 << 20, info
+        assert _info_field(c, "mem_clients_normal") < 16 << 20
+        # Once it reads, every reply comes.
+        unit = b"$%d\r\n" % len(value) + value + b"\r\n"
+        got = bytearray(slow.buf)
+        slow.sock.settimeout(10)
+        while len(got) < len(unit) * n:
+            chunk = slow.sock.recv(1 << 20)
+            assert chunk, f"closed after {len(got)} bytes"
+            got += chunk
+        assert len(got) == len(unit) * n
+        assert got.count(unit) == n, "replies differ"
+    finally:
+        slow.close()
+        t.join(10)
+    c.close()
