@@ -18,6 +18,9 @@ const BAD_FORMAT: &str = "bad command line format";
 /// Lines end at `\n`, with an optional `\r` before it; data blocks must be
 /// followed by exactly `\r\n`.
 pub fn parse(buf: &[u8], max_value_size: usize) -> Result<Parsed<'_>, Error> {
+    if buf.first() == Some(&BINARY_REQUEST_MAGIC) {
+        return binary(buf);
+    }
     let Some(nl) = memchr::memchr(b'\n', buf) else {
         return unterminated(buf);
     };
@@ -56,8 +59,43 @@ pub fn parse(buf: &[u8], max_value_size: usize) -> Result<Parsed<'_>, Error> {
             Ok(cx.done(Request::Stats { group, args }))
         }
         [b'm', sub] => parse_meta(cx, *sub, args),
+        _ if is_http(line) => Err(Error::Client {
+            msg: "HTTP request",
+            consumed: buf.len(),
+            noreply: true,
+            close: true,
+        }),
         _ => Err(cx.unknown()),
     }
+}
+
+/// First byte of a binary-protocol request.
+const BINARY_REQUEST_MAGIC: u8 = 0x80;
+/// Size of a binary-protocol header.
+const BINARY_HEADER_LEN: usize = 24;
+
+/// A binary-protocol packet: memcached's text-only mode stays silent until a newline comes by
+/// chance; a clear "not supported" answer in the client's own framing, then a close, is more
+/// useful. Waits for the whole header so that the answer can echo its opcode and opaque.
+fn binary(buf: &[u8]) -> Result<Parsed<'_>, Error> {
+    let Some(header) = buf.get(..BINARY_HEADER_LEN) else {
+        return Ok(Parsed::Incomplete {
+            need: Some(BINARY_HEADER_LEN),
+        });
+    };
+    Err(Error::Binary {
+        opcode: header[1],
+        opaque: u32::from_be_bytes([header[12], header[13], header[14], header[15]]),
+        consumed: buf.len(),
+    })
+}
+
+/// An HTTP request line (`POST / HTTP/1.1`), most likely a browser talked into attacking the
+/// cache (cross-protocol scripting): memcached closes the connection without a reply.
+fn is_http(line: &[u8]) -> bool {
+    line.split(|&b| b == b' ')
+        .rfind(|t| !t.is_empty())
+        .is_some_and(|last| last.starts_with(b"HTTP/"))
 }
 
 /// No newline yet: wait, unless the line has outgrown what memcached tolerates.

@@ -219,6 +219,13 @@ pub enum Error {
     /// `SERVER_ERROR object too large for cache\r\n`: the data block is longer
     /// than `max_value_size`; `consumed` covers the line and the whole block.
     TooLarge { consumed: usize, noreply: bool },
+    /// A binary-protocol request (magic byte 0x80): answered with a binary "not supported"
+    /// response echoing `opcode` and `opaque`, then the connection is closed.
+    Binary {
+        opcode: u8,
+        opaque: u32,
+        consumed: usize,
+    },
 }
 
 impl Error {
@@ -227,13 +234,17 @@ impl Error {
         match *self {
             Error::UnknownCommand { consumed }
             | Error::Client { consumed, .. }
-            | Error::TooLarge { consumed, .. } => consumed,
+            | Error::TooLarge { consumed, .. }
+            | Error::Binary { consumed, .. } => consumed,
         }
     }
 
     /// Whether the connection must be closed after this error.
     pub fn close(&self) -> bool {
-        matches!(self, Error::Client { close: true, .. })
+        matches!(
+            self,
+            Error::Client { close: true, .. } | Error::Binary { .. }
+        )
     }
 
     /// Appends the reply memcached sends for this error: nothing under noreply or when closing.
@@ -249,6 +260,9 @@ impl Error {
             Error::TooLarge { noreply: false, .. } => {
                 response::server_error(out, "object too large for cache")
             }
+            Error::Binary { opcode, opaque, .. } => {
+                response::binary_not_supported(out, opcode, opaque)
+            }
             Error::Client { .. } | Error::TooLarge { .. } => {}
         }
     }
@@ -260,6 +274,7 @@ impl fmt::Display for Error {
             Error::UnknownCommand { .. } => f.write_str("ERROR"),
             Error::Client { msg, .. } => write!(f, "CLIENT_ERROR {msg}"),
             Error::TooLarge { .. } => f.write_str("SERVER_ERROR object too large for cache"),
+            Error::Binary { .. } => f.write_str("binary protocol request (not supported)"),
         }
     }
 }

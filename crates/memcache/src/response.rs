@@ -108,6 +108,17 @@ pub fn stat_num(out: &mut Vec<u8>, name: impl AsRef<[u8]>, n: u64) {
     number(out, n);
 }
 
+/// A binary-protocol response with status 0x83 ("not supported") and a text body, so that a
+/// client speaking the binary protocol reports a clear error.
+pub fn binary_not_supported(out: &mut Vec<u8>, opcode: u8, opaque: u32) {
+    const BODY: &[u8] = b"binary protocol not supported: use the text or meta protocol";
+    out.extend_from_slice(&[0x81, opcode, 0, 0, 0, 0, 0x00, 0x83]);
+    out.extend_from_slice(&(BODY.len() as u32).to_be_bytes());
+    out.extend_from_slice(&opaque.to_be_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(BODY);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,16 @@ pub struct Limits {
     /// Longest inline line, and longest `*`/`$` header line, without a
     /// terminator before the request is rejected (Redis `PROTO_INLINE_MAX_SIZE`).
     pub max_inline_len: usize,
+    /// The client has not authenticated on a server that requires it: like Redis, refuse
+    /// more than [`UNAUTH_MAX_MULTIBULK`] arguments and bulks longer than
+    /// [`UNAUTH_MAX_BULK`], so that strangers cannot make the server buffer much.
+    pub unauthenticated: bool,
 }
+
+/// Most arguments an unauthenticated client may send in one request.
+pub const UNAUTH_MAX_MULTIBULK: usize = 10;
+/// Longest argument an unauthenticated client may send.
+pub const UNAUTH_MAX_BULK: usize = 16 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -32,6 +41,7 @@ impl Default for Limits {
             max_bulk_len: 512 * 1024 * 1024,
             max_multibulk_len: i32::MAX as usize,
             max_inline_len: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -204,6 +214,11 @@ fn multibulk(
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n <= limits.max_bulk_len)
             .ok_or_else(|| ProtocolError::new("Protocol error: invalid bulk length"))?;
+        if limits.unauthenticated && len > UNAUTH_MAX_BULK {
+            return Err(ProtocolError::new(
+                "Protocol error: unauthenticated bulk length",
+            ));
+        }
         let start = cr + 2;
         let end = start.saturating_add(len);
         let frame_end = end.saturating_add(2);
@@ -256,6 +271,11 @@ fn multibulk_header(buf: &[u8], limits: &Limits) -> Result<Header, ProtocolError
         None => None,
     }
     .ok_or_else(|| ProtocolError::new("Protocol error: invalid multibulk length"))?;
+    if limits.unauthenticated && count > UNAUTH_MAX_MULTIBULK {
+        return Err(ProtocolError::new(
+            "Protocol error: unauthenticated multibulk length",
+        ));
+    }
     Ok(Header::Count {
         count,
         first: cr + 2,

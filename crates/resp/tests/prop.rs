@@ -76,6 +76,7 @@ fn tiny_limits() -> Limits {
         max_bulk_len: 16,
         max_multibulk_len: 4,
         max_inline_len: 8,
+        unauthenticated: false,
     }
 }
 

@@ -146,6 +146,9 @@ pub struct Mail {
     pub bytes: Vec<u8>,
     /// The session was waiting for a deferred reply and may go on with its input.
     pub resume: bool,
+    /// Bytes of `bytes` that are pushed messages (pub/sub, tracking), not replies: the output
+    /// limits of the pubsub class apply to them.
+    pub pushed: usize,
 }
 
 impl ClientInfo {
@@ -249,6 +252,9 @@ impl ClientInfo {
             let first = mail.bytes.is_empty() && !mail.resume;
             mail.bytes.extend_from_slice(bytes);
             mail.resume |= resume;
+            if !resume {
+                mail.pushed += bytes.len();
+            }
             self.has_mail.store(true, Relaxed);
             first
         };

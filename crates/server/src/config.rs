@@ -75,8 +75,8 @@ pub struct Config {
     pub max_value_size: usize,
     /// Largest input buffer of one client (see [`effective_query_buffer_limit`]).
     pub client_query_buffer_limit: usize,
-    /// Bytes of unsent output after which a client is disconnected; 0 = unlimited.
-    pub client_output_limit: u64,
+    /// Unsent-output limits per client class (Redis `client-output-buffer-limit`).
+    pub client_output_limits: OutputLimits,
     pub max_tags_per_record: usize,
     pub tracking_table_max_keys: usize,
     pub sql_timeout: std::time::Duration,
@@ -167,9 +167,15 @@ struct Args {
     #[arg(long, value_name = "SIZE", default_value = "1gb", value_parser = parse_query_buffer_limit)]
     client_query_buffer_limit: usize,
 
-    /// Unsent output after which a client is disconnected; 0 = unlimited.
-    #[arg(long, value_name = "SIZE", default_value = "64mb", value_parser = parse_size)]
-    client_output_limit: u64,
+    /// Hard limit of the normal class's unsent output (shorthand for
+    /// `--client-output-buffer-limit "normal SIZE 0 0"`); 0 = none.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    client_output_limit: Option<u64>,
+
+    /// Unsent-output limits per client class, as Redis's `client-output-buffer-limit`:
+    /// `<class> <hard> <soft> <soft-seconds>` groups, class normal, replica (slave) or pubsub.
+    #[arg(long, value_name = "LIMITS", default_value = "", value_parser = OutputLimits::parse)]
+    client_output_buffer_limit: OutputLimits,
 
     /// Keys the client-tracking table remembers; past it, the oldest are invalidated and dropped.
     #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = parse_positive)]
@@ -266,6 +272,7 @@ impl Config {
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
+        let client_output_limits = a.client_output_limits();
         Config {
             config_file: a.config,
             bind: a.bind,
@@ -285,7 +292,7 @@ impl Config {
             loglevel: a.loglevel,
             max_value_size: a.max_value_size,
             client_query_buffer_limit: a.client_query_buffer_limit,
-            client_output_limit: a.client_output_limit,
+            client_output_limits,
             max_tags_per_record: a.max_tags_per_record as usize,
             tracking_table_max_keys: a.tracking_table_max_keys,
             sql_timeout: a.sql_timeout,
@@ -311,6 +318,125 @@ impl Config {
             "error" => LevelFilter::ERROR,
             _ => LevelFilter::OFF,
         }
+    }
+}
+
+impl Args {
+    /// `--client-output-buffer-limit`, then `--client-output-limit` over its normal class.
+    fn client_output_limits(&self) -> OutputLimits {
+        let mut limits = self.client_output_buffer_limit;
+        if let Some(hard) = self.client_output_limit {
+            limits.normal = ClassLimit {
+                hard,
+                soft: 0,
+                soft_secs: 0,
+            };
+        }
+        limits
+    }
+}
+
+/// Unsent-output limits of one client class: past `hard` bytes the client is disconnected at
+/// once, past `soft` bytes when it stays there for `soft_secs` seconds; 0 = no such limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+impl ClassLimit {
+    pub fn is_unlimited(&self) -> bool {
+        self.hard == 0 && self.soft == 0
+    }
+}
+
+/// Redis's `client-output-buffer-limit` classes. Normal clients have no limit by default (their
+/// output only grows while they send requests, and the runtime stops reading those while the
+/// socket is full); pub/sub and tracking messages pile up without the client asking, so that
+/// class is bounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub normal: ClassLimit,
+    /// Declared for CONFIG compatibility; cairn has no replicas yet.
+    pub replica: ClassLimit,
+    pub pubsub: ClassLimit,
+}
+
+impl Default for OutputLimits {
+    fn default() -> OutputLimits {
+        OutputLimits {
+            normal: ClassLimit::default(),
+            replica: ClassLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_secs: 60,
+            },
+            pubsub: ClassLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_secs: 60,
+            },
+        }
+    }
+}
+
+impl OutputLimits {
+    /// The defaults with the given `<class> <hard> <soft> <soft-seconds>` groups applied.
+    pub fn parse(text: &str) -> Result<OutputLimits, String> {
+        let mut limits = OutputLimits::default();
+        limits.update(text)?;
+        Ok(limits)
+    }
+
+    /// Applies `<class> <hard> <soft> <soft-seconds>` groups (CONFIG SET); all or nothing.
+    pub fn update(&mut self, text: &str) -> Result<(), String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if !words.len().is_multiple_of(4) {
+            return Err("Wrong number of arguments in buffer limit configuration.".into());
+        }
+        let mut next = *self;
+        for group in words.chunks(4) {
+            let class = match group[0].to_ascii_lowercase().as_str() {
+                "normal" => &mut next.normal,
+                "replica" | "slave" => &mut next.replica,
+                "pubsub" => &mut next.pubsub,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    )
+                }
+            };
+            let hard = parse_size(group[1]);
+            let soft = parse_size(group[2]);
+            let secs = group[3].parse::<u64>();
+            let (Ok(hard), Ok(soft), Ok(soft_secs)) = (hard, soft, secs) else {
+                return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                );
+            };
+            *class = ClassLimit {
+                hard,
+                soft,
+                soft_secs,
+            };
+        }
+        *self = next;
+        Ok(())
+    }
+
+    /// As CONFIG GET shows it (Redis's form and class order).
+    pub fn render(&self) -> String {
+        [
+            ("normal", self.normal),
+            ("slave", self.replica),
+            ("pubsub", self.pubsub),
+        ]
+        .iter()
+        .map(|(name, c)| format!("{name} {} {} {}", c.hard, c.soft, c.soft_secs))
+        .collect::<Vec<_>>()
+        .join(" ")
     }
 }
 
@@ -553,7 +679,11 @@ mod tests {
         assert_eq!(c.loglevel, "info");
         assert_eq!(c.max_value_size, 64 << 20);
         assert_eq!(c.client_query_buffer_limit, 1 << 30);
-        assert_eq!(c.client_output_limit, 64 << 20);
+        assert_eq!(c.client_output_limits, OutputLimits::default());
+        assert_eq!(
+            c.client_output_limits.render(),
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
         assert_eq!(c.unixsocketperm, None);
     }
 
@@ -711,5 +841,34 @@ mod tests {
         assert!(
             matches!(&e, ConfigError::Args(e) if e.kind() == clap::error::ErrorKind::DisplayHelp)
         );
+    }
+
+    #[test]
+    fn output_buffer_limits() {
+        let c = cfg(&[
+            "--client-output-buffer-limit",
+            "pubsub 1mb 512k 5 normal 10 0 0",
+        ]);
+        let l = c.client_output_limits;
+        assert_eq!(
+            (l.pubsub.hard, l.pubsub.soft, l.pubsub.soft_secs),
+            (1 << 20, 512 << 10, 5)
+        );
+        assert_eq!(l.normal.hard, 10);
+        assert_eq!(l.replica, OutputLimits::default().replica);
+        // The old flag sets the normal class's hard limit.
+        let c = cfg(&["--client-output-limit", "1mb"]);
+        assert_eq!(c.client_output_limits.normal.hard, 1 << 20);
+        assert_eq!(
+            c.client_output_limits.pubsub,
+            OutputLimits::default().pubsub
+        );
+        let mut l = OutputLimits::default();
+        for bad in ["normal 1 2", "bogus 1 2 3", "normal x 0 0", "normal 1 1 -1"] {
+            assert!(l.update(bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(l, OutputLimits::default());
+        let bad = ["cairn-server", "--client-output-buffer-limit", "normal 1"];
+        assert!(Config::from_args(bad).is_err());
     }
 }

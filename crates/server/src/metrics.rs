@@ -109,7 +109,8 @@ impl Metrics {
 
 /// The memory INFO reports as `used_memory`, whose peak is tracked.
 pub fn used_memory(shared: &Shared) -> u64 {
-    shared.store.used_memory()
+    // Client buffers count as Redis counts them: in used_memory and against maxmemory.
+    shared.store.used_memory() + shared.store.external_memory()
 }
 
 #[cfg(test)]

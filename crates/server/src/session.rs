@@ -10,7 +10,8 @@ use crate::command::{self, flags, Args, Conn, OwnedArgs};
 use crate::memcached::McState;
 use crate::shared::Shared;
 
-/// Output size after which `process` returns early so that the runtime can flush it.
+/// Output produced by one `process` call after which it returns early so that the runtime can
+/// flush it.
 pub const OUTPUT_BATCH: usize = 1024 * 1024;
 
 /// Argument ranges kept for the next request; a bigger index (one per argument of a huge
@@ -112,7 +113,11 @@ impl Session {
         let mut ranges = std::mem::take(&mut self.ranges);
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut close = false;
+        let base = out.len();
         while consumed < input.len() {
+            // Checked per request: an AUTH earlier in the same batch lifts the limits.
+            self.limits.unauthenticated =
+                !self.conn.authenticated && self.shared.settings.auth_required();
             let rest = &input[consumed..];
             match resp::request::parse_request_resumable(
                 rest,
@@ -148,7 +153,7 @@ impl Session {
                         break;
                     }
                     // Let the runtime write (and apply the output limit) before producing more.
-                    if out.len() >= OUTPUT_BATCH {
+                    if out.len() - base >= OUTPUT_BATCH {
                         break;
                     }
                 }
@@ -190,6 +195,11 @@ impl Session {
     }
 
     fn dispatch(&mut self, args: Args<'_>, out: &mut Vec<u8>) {
+        if is_http_attack(args.get(0)) {
+            security_warning(&self.conn.client.addr);
+            self.conn.close = true;
+            return;
+        }
         let Some(command) = command::lookup(args.get(0)) else {
             let mut msg = format!(
                 "ERR unknown command '{}', with args beginning with: ",
@@ -270,6 +280,29 @@ fn is_subscription(name: &[u8]) -> bool {
     ["subscribe", "unsubscribe", "psubscribe", "punsubscribe"]
         .iter()
         .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+}
+
+/// `POST` and `Host:` are how an HTTP request starts: a web page made the browser send one to
+/// the cache (cross-protocol scripting). Redis closes such connections without running
+/// anything more; so do we.
+fn is_http_attack(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
+}
+
+/// Logs Redis's warning, at most once a minute.
+fn security_warning(addr: &str) {
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = crate::clients::now_ms().max(1);
+    let last = LAST.load(Relaxed);
+    let due = last == 0 || now.saturating_sub(last) >= 60_000;
+    if due && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+        tracing::warn!(
+            client = addr,
+            "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: \
+             commands to Redis. This is likely due to an attacker attempting to use Cross \
+             Protocol Scripting to compromise your Redis instance. Connection aborted."
+        );
+    }
 }
 
 impl Drop for Session {

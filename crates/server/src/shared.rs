@@ -31,7 +31,8 @@ pub struct Settings {
     requirepass: RwLock<Option<Vec<u8>>>,
     auth_required: AtomicBool,
     pub maxclients: AtomicUsize,
-    pub client_output_limit: AtomicU64,
+    /// Unsent-output limits per client class; event loops copy them once per turn.
+    pub output_limits: RwLock<crate::config::OutputLimits>,
     pub max_value_size: AtomicUsize,
     pub client_query_buffer_limit: AtomicUsize,
 }
@@ -42,7 +43,7 @@ impl Settings {
             requirepass: RwLock::new(None),
             auth_required: AtomicBool::new(false),
             maxclients: AtomicUsize::new(config.maxclients),
-            client_output_limit: AtomicU64::new(config.client_output_limit),
+            output_limits: RwLock::new(config.client_output_limits),
             max_value_size: AtomicUsize::new(config.max_value_size),
             client_query_buffer_limit: AtomicUsize::new(config.client_query_buffer_limit),
         };

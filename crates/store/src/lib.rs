@@ -110,6 +110,8 @@ pub struct StoreStats {
     pub keys: u64,
     pub keys_with_expiry: u64,
     pub used_memory: u64,
+    /// Bytes held outside the store that count against the limit (see `account_external`).
+    pub external_memory: u64,
     pub hits: u64,
     pub misses: u64,
     pub expired: u64,
@@ -121,6 +123,9 @@ pub struct Store {
     shard_bits: u32,
     hasher: ahash::RandomState,
     used: AtomicI64,
+    /// Memory the owner holds outside the store (the server's client buffers) that must fit
+    /// under `maxmemory` too, so that eviction and OOM errors see it.
+    external: AtomicI64,
     maxmemory: AtomicU64,
     evict: AtomicBool,
     evict_cursor: AtomicUsize,
@@ -150,6 +155,7 @@ impl Store {
             shard_bits: count.trailing_zeros(),
             hasher: ahash::RandomState::new(),
             used: AtomicI64::new(used),
+            external: AtomicI64::new(0),
             maxmemory: AtomicU64::new(config.maxmemory),
             evict: AtomicBool::new(config.evict),
             evict_cursor: AtomicUsize::new(0),
@@ -213,6 +219,15 @@ impl Store {
 
     pub fn used_memory(&self) -> u64 {
         self.used.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Adds `delta` bytes to the memory held outside the store that counts against the limit.
+    pub fn account_external(&self, delta: i64) {
+        self.external.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    pub fn external_memory(&self) -> u64 {
+        self.external.load(Ordering::Relaxed).max(0) as u64
     }
 
     pub fn maxmemory(&self) -> u64 {
@@ -312,6 +327,7 @@ impl Store {
     fn stats_with(&self, mut with_shard: impl FnMut(usize, &mut dyn FnMut(&Shard))) -> StoreStats {
         let mut s = StoreStats {
             used_memory: self.used_memory(),
+            external_memory: self.external_memory(),
             ..StoreStats::default()
         };
         for (index, cell) in self.shards.iter().enumerate() {

@@ -373,7 +373,8 @@ impl<'a> Entry<'a> {
         if limit == 0 {
             return Ok(());
         }
-        let fits = |store: &Store| store.used_memory() + extra as u64 <= limit;
+        let fits =
+            |store: &Store| store.used_memory() + store.external_memory() + extra as u64 <= limit;
         if fits(store) {
             return Ok(());
         }

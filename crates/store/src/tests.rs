@@ -559,3 +559,27 @@ mod tag_tests {
         }
     }
 }
+
+#[test]
+fn external_memory_counts_against_the_limit() {
+    let value = vec![0u8; 1000];
+    let put =
+        |s: &Store, k: u32| s.write(&k.to_le_bytes(), |e| e.put(Kind::String, &value, None, 0));
+    // noeviction: memory held outside (client buffers) makes writes fail until it is released.
+    let s = store(1 << 20, false);
+    assert!(put(&s, 0).is_ok());
+    s.account_external(1 << 20);
+    assert_eq!(s.stats().external_memory, 1 << 20);
+    assert!(put(&s, 1).is_err());
+    s.account_external(-(1 << 20));
+    assert!(put(&s, 1).is_ok());
+    // evict: records are evicted to make room for it.
+    let s = store(1 << 20, true);
+    for k in 0..500 {
+        put(&s, k).unwrap();
+    }
+    s.account_external(900 << 10);
+    put(&s, 1000).unwrap();
+    assert!(s.used_memory() + s.external_memory() <= 1 << 20);
+    assert!(s.stats().evicted > 0);
+}

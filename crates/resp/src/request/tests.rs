@@ -538,3 +538,32 @@ fn resume_is_dropped_for_other_input_and_after_errors() {
     assert!(resumable(b"*2\r\n$1\r\na\r\n?x\r\n", &mut args, &mut resume).is_err());
     assert!(!resume.is_active() && args.is_empty());
 }
+
+#[test]
+fn unauthenticated_limits() {
+    let unauth = Limits {
+        unauthenticated: true,
+        ..Limits::default()
+    };
+    assert_eq!(
+        error_with(b"*11\r\n", &unauth),
+        "Protocol error: unauthenticated multibulk length"
+    );
+    assert_eq!(
+        error_with(b"*1\r\n$16385\r\n", &unauth),
+        "Protocol error: unauthenticated bulk length"
+    );
+    assert_eq!(
+        error_with(b"*1\r\n$60000000\r\n", &unauth),
+        "Protocol error: unauthenticated bulk length"
+    );
+    assert!(matches!(
+        parse_with(b"*10\r\n$16384\r\n", &unauth),
+        Ok((Parsed::Incomplete { .. }, ..))
+    ));
+    // Authenticated clients keep the normal limits.
+    assert!(matches!(
+        parse_with(b"*11\r\n$60000000\r\n", &Limits::default()),
+        Ok((Parsed::Incomplete { .. }, ..))
+    ));
+}

@@ -211,7 +211,11 @@ fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
         ),
         (
             "client-output-limit",
-            s.client_output_limit.load(Relaxed).to_string(),
+            s.output_limits.read().normal.hard.to_string(),
+        ),
+        (
+            "client-output-buffer-limit",
+            s.output_limits.read().render(),
         ),
         ("databases", "1".into()),
         ("save", String::new()),
@@ -236,10 +240,15 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
             .maxclients
             .store(crate::config::parse_maxclients(text)?, Relaxed),
         "requirepass" => shared.settings.set_requirepass(Some(value)),
-        "client-output-limit" => shared
-            .settings
-            .client_output_limit
-            .store(parse_size(text)?, Relaxed),
+        "client-output-limit" => {
+            let hard = parse_size(text)?;
+            shared
+                .settings
+                .output_limits
+                .write()
+                .update(&format!("normal {hard} 0 0"))?
+        }
+        "client-output-buffer-limit" => shared.settings.output_limits.write().update(text)?,
         "max-value-size" => shared
             .settings
             .max_value_size

@@ -34,8 +34,10 @@ pub const VERSION: &str = concat!("1.6.21-cairn-", env!("CARGO_PKG_VERSION"));
 /// Relative expiry times above this many seconds (30 days) are absolute Unix times.
 const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 
-/// Once this much output is pending, `process` returns so the runtime can flush it; the rest
-/// of the input is handled on the next call.
+/// Once a call has produced this much output, `process` returns so the runtime can flush it;
+/// the rest of the input is handled on the next call. It counts this call's output only: output
+/// still unsent from earlier calls must never stop the loop, or the connection would sit with
+/// complete requests buffered and nothing left to wake it.
 const OUT_SOFT_LIMIT: usize = 1 << 20;
 
 macro_rules! counters {
@@ -198,7 +200,8 @@ impl McState {
             c: &mut self.counters,
             key_buf: &mut self.key_buf,
         };
-        while pos < input.len() && out.len() < OUT_SOFT_LIMIT {
+        let base = out.len();
+        while pos < input.len() && out.len() - base < OUT_SOFT_LIMIT {
             let rest = &input[pos..];
             match memcache::parse(rest, max_value) {
                 Ok(Parsed::Incomplete { .. }) => break,

@@ -14,64 +14,30 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::clients::ClientInfo;
+use crate::config::OutputLimits;
 use crate::session::{Progress, Session};
-use crate::shared::{ServerStats, Settings};
+use crate::shared::{Settings, Shared};
 
+use super::limits::OutputGuard;
 use super::listen::Stream;
+use super::pool::BufPool;
+use super::pool::IN_BUF;
 
-/// Initial (and pooled) input buffer size.
-pub const IN_BUF: usize = 16 * 1024;
-/// Initial capacity of an output buffer.
-const OUT_BUF: usize = 16 * 1024;
-/// Output buffers up to this capacity are pooled; bigger ones are freed (shrunk) when drained.
-const OUT_POOL_MAX_CAP: usize = 256 * 1024;
-/// Buffers of each kind a thread keeps for reuse.
-const POOL_MAX: usize = 64;
 /// Reads per `drive` call before yielding to other connections.
 const READ_BUDGET: usize = 16;
 
-/// Per-thread buffer pool.
-#[derive(Default)]
-pub struct BufPool {
-    ins: Vec<Vec<u8>>,
-    outs: Vec<Vec<u8>>,
-}
-
-impl BufPool {
-    fn take_in(&mut self) -> Vec<u8> {
-        self.ins.pop().unwrap_or_else(|| vec![0; IN_BUF])
-    }
-
-    fn put_in(&mut self, b: Vec<u8>) {
-        // Grown buffers are dropped: that is how a big idle buffer shrinks.
-        if b.len() == IN_BUF && self.ins.len() < POOL_MAX {
-            self.ins.push(b);
-        }
-    }
-
-    pub fn take_out(&mut self) -> Vec<u8> {
-        self.outs
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(OUT_BUF))
-    }
-
-    fn put_out(&mut self, mut b: Vec<u8>) {
-        if b.capacity() >= OUT_BUF && b.capacity() <= OUT_POOL_MAX_CAP && self.outs.len() < POOL_MAX
-        {
-            b.clear();
-            self.outs.push(b);
-        }
-    }
-}
-
 /// Per-thread context for driving connections: the buffer pool, limits, and counters that are
-/// added to [`ServerStats`] once per loop turn.
+/// added to [`crate::shared::ServerStats`] once per loop turn.
 pub struct Ctx {
     pub pool: BufPool,
     /// Largest input buffer (`config::effective_query_buffer_limit`).
     pub max_input: usize,
-    /// Unsent output that disconnects a client; 0 = unlimited (then: pure backpressure).
-    pub output_limit: usize,
+    /// Unsent-output limits per client class.
+    pub limits: OutputLimits,
+    /// The normal class has no limit: a connection whose socket is full stops reading and
+    /// processing requests until the peer reads (with a limit, it goes on and is cut past it,
+    /// as in Redis).
+    pub backpressure: bool,
     /// [`crate::clients::now_ms`] at the start of this loop turn.
     pub now_ms: u64,
     pub in_bytes: u64,
@@ -81,6 +47,8 @@ pub struct Ctx {
     pub reads: u64,
     pub writes: u64,
     pub input_limit_closes: u64,
+    /// Change of the connections' buffer bytes this turn (see [`Conn::account`]).
+    pub client_mem: i64,
 }
 
 impl Ctx {
@@ -88,7 +56,8 @@ impl Ctx {
         let mut ctx = Ctx {
             pool: BufPool::default(),
             max_input: 0,
-            output_limit: 0,
+            limits: OutputLimits::default(),
+            backpressure: true,
             now_ms: 0,
             in_bytes: 0,
             out_bytes: 0,
@@ -96,6 +65,7 @@ impl Ctx {
             reads: 0,
             writes: 0,
             input_limit_closes: 0,
+            client_mem: 0,
         };
         ctx.refresh(settings);
         ctx
@@ -108,12 +78,19 @@ impl Ctx {
             settings.max_value_size.load(Relaxed),
         )
         .max(IN_BUF);
-        let limit = settings.client_output_limit.load(Relaxed);
-        self.output_limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        self.limits = *settings.output_limits.read();
+        self.backpressure = self.limits.normal.is_unlimited();
         self.now_ms = crate::clients::now_ms();
     }
 
-    pub fn flush_stats(&mut self, stats: &ServerStats) {
+    pub fn flush_stats(&mut self, shared: &Shared) {
+        if self.client_mem != 0 {
+            // Client buffers count against --maxmemory (the store's limit check sees them).
+            shared
+                .store
+                .account_external(std::mem::take(&mut self.client_mem));
+        }
+        let stats = &shared.stats;
         if self.in_bytes != 0 {
             stats
                 .net_input_bytes
@@ -197,6 +174,10 @@ pub struct Conn {
     /// The session waits for a deferred reply (posted by another thread as mail): input stays
     /// buffered, unread, until it comes.
     waiting: bool,
+    /// Applies the output-buffer limits.
+    guard: OutputGuard,
+    /// Buffer bytes this connection has added to `Ctx::client_mem`.
+    accounted: usize,
 }
 
 impl Conn {
@@ -219,6 +200,8 @@ impl Conn {
             closing: false,
             in_flight: false,
             waiting: false,
+            guard: OutputGuard::default(),
+            accounted: 0,
         }
     }
 
@@ -254,6 +237,22 @@ impl Conn {
         if self.in_flight {
             return Step::Wait;
         }
+        let step = self.drive_inner(ctx, inline);
+        if !self.in_flight {
+            self.account(ctx);
+        }
+        step
+    }
+
+    /// Publishes the change of this connection's buffer sizes (input buffer plus output
+    /// capacity) to the per-turn total that the store's memory limit sees.
+    fn account(&mut self, ctx: &mut Ctx) {
+        let now = self.inbuf.len() + self.out.capacity();
+        ctx.client_mem += now as i64 - self.accounted as i64;
+        self.accounted = now;
+    }
+
+    fn drive_inner(&mut self, ctx: &mut Ctx, inline: bool) -> Step {
         if self.client.has_mail() {
             self.deliver_mail(ctx);
         }
@@ -266,8 +265,19 @@ impl Conn {
                 }
                 pending = self.out.len() - self.out_pos;
             }
-            if pending != 0 && ctx.output_limit != 0 && pending > ctx.output_limit {
+            let subscribed = || self.client.subscriptions.load(Relaxed) > 0;
+            if pending != 0
+                && self
+                    .guard
+                    .over(pending, subscribed(), &ctx.limits, ctx.now_ms)
+            {
                 ctx.output_limit_closes += 1;
+                tracing::warn!(
+                    client = self.client.id,
+                    addr = %self.client.addr,
+                    pending,
+                    "client closed for overcoming its output buffer limit"
+                );
                 return Step::Close(CloseReason::OutputLimit);
             }
             if self.closing {
@@ -280,8 +290,9 @@ impl Conn {
             if self.waiting {
                 return Step::Wait;
             }
-            if pending != 0 && !self.write_ready && ctx.output_limit == 0 {
-                // Unlimited output: pure backpressure, stop reading until the peer reads.
+            if pending != 0 && !self.write_ready && ctx.backpressure {
+                // The socket is full: produce no more replies (read no more requests) until the
+                // peer reads. Buffered requests stay `dirty`; the WRITABLE event resumes them.
                 return Step::Wait;
             }
             if self.dirty {
@@ -384,6 +395,7 @@ impl Conn {
                         self.out_pos = 0;
                         ctx.pool.put_out(std::mem::take(&mut self.out));
                         self.client.omem.store(0, Relaxed);
+                        self.guard.drained();
                     } else {
                         // A short write means the socket buffer is full.
                         self.write_ready = false;
@@ -513,6 +525,10 @@ impl Conn {
         if !mail.bytes.is_empty() {
             self.prepare_out(ctx);
             self.out.extend_from_slice(&mail.bytes);
+            self.guard.pushed(mail.pushed);
+            self.client
+                .omem
+                .store((self.out.len() - self.out_pos) as u64, Relaxed);
         }
         if mail.resume {
             self.waiting = false;
@@ -522,6 +538,7 @@ impl Conn {
 
     /// Returns the buffers to the pool (the connection is being closed).
     pub fn release(mut self, ctx: &mut Ctx) {
+        ctx.client_mem -= self.accounted as i64;
         if !self.inbuf.is_empty() {
             self.release_in(ctx);
         }

@@ -163,7 +163,7 @@ impl EventLoop {
             if let Some(d) = &mut self.dispatch {
                 d.submit();
             }
-            self.ctx.flush_stats(&self.shared.stats);
+            self.ctx.flush_stats(&self.shared);
             if let Some(deadline) = self.deadline {
                 if self.conns.len == 0 || Instant::now() >= deadline {
                     break;
@@ -173,7 +173,7 @@ impl EventLoop {
         for t in self.conns.keys() {
             self.close(t, CloseReason::Shutdown);
         }
-        self.ctx.flush_stats(&self.shared.stats);
+        self.ctx.flush_stats(&self.shared);
     }
 
     fn drive(&mut self, t: usize) {

@@ -18,7 +18,9 @@ mod accept;
 mod conn;
 mod dispatch;
 mod event_loop;
+mod limits;
 mod listen;
+mod pool;
 
 use std::io;
 use std::path::PathBuf;
