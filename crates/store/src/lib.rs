@@ -27,7 +27,7 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 
 pub use item::{Item, Kind};
 pub use shard::{Entry, OutOfMemory, TagWrite};
-pub use tags::{Op, Predicate, Query, Tag};
+pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
 
 use item::ItemPtr;
 use shard::Shard;
