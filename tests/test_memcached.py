@@ -4,6 +4,7 @@ CAIRN_TARGET=memcached (cross-protocol tests are cairn-only)."""
 import time
 
 import pytest
+import redis
 
 pytestmark = pytest.mark.memcache_only
 
@@ -566,3 +567,76 @@ def test_cross_protocol_delete_and_flush(r, mc_raw):
     mc_raw.request(b"set b 0 0 1\r\nx\r\n", b"STORED\r\n")
     r.flushall()
     mc_raw.request(b"get b\r\n", b"END\r\n")
+
+
+# --- CAS and WATCH: every change is seen (issue 11 item 15) -------------------------
+
+def test_touch_keeps_cas(mc_raw):
+    # memcached: touch/gat/mg T change the TTL and keep the CAS
+    mc_raw.request(b"set k 0 0 1\r\na\r\n", b"STORED\r\n")
+    cas = gets_cas(mc_raw, b"k")
+    mc_raw.request(b"touch k 100\r\n", b"TOUCHED\r\n")
+    mc_raw.request(b"gat 200 k\r\n", b"VALUE k 0 1\r\na\r\nEND\r\n")
+    mc_raw.request(b"mg k T300\r\n", b"HD\r\n")
+    assert gets_cas(mc_raw, b"k") == cas
+    mc_raw.request(b"cas k 0 0 1 %d\r\nb\r\n" % cas, b"STORED\r\n")
+
+
+@pytest.mark.cairn_only  # memcached 1.6.21 added `E`; the 1.6.18 here answers "invalid flag"
+def test_meta_E_sets_the_cas(mc_raw):
+    # `ms ... E<n>` sets the new CAS to n (the client's choice), so a `cas` with the CAS read
+    # before fails; any later write without E gets a fresh CAS again.
+    mc_raw.request(b"set k 0 0 1\r\na\r\n", b"STORED\r\n")
+    cas = gets_cas(mc_raw, b"k")
+    chosen = cas + 1_000_000
+    mc_raw.request(b"ms k 1 E%d\r\nb\r\n" % chosen, b"HD\r\n")
+    assert gets_cas(mc_raw, b"k") == chosen
+    mc_raw.request(b"cas k 0 0 1 %d\r\nc\r\n" % cas, b"EXISTS\r\n")
+    mc_raw.request(b"cas k 0 0 1 %d\r\nc\r\n" % chosen, b"STORED\r\n")
+    fresh = gets_cas(mc_raw, b"k")
+    assert fresh != chosen
+    # a plain write after an E write gets a fresh CAS again
+    mc_raw.request(b"set k 0 0 1\r\nd\r\n", b"STORED\r\n")
+    assert gets_cas(mc_raw, b"k") not in (chosen, fresh)
+    code, flags, _ = meta(mc_raw, b"ms k 1 c E%d\r\ne\r\n" % chosen)
+    assert (code, flags["c"]) == ("HD", b"%d" % chosen)
+    mc_raw.request(b"mg k v c\r\n", b"VA 1 c%d\r\ne\r\n" % chosen)
+
+
+WATCH_BREAKERS = [
+    b"touch k 100\r\n",
+    b"gat 100 k\r\n",
+    b"gats 100 k\r\n",
+    b"mg k T100\r\n",
+    b"ma k T100\r\n",
+    b"ms k 1 E{cas}\r\nb\r\n",          # a new value under the CAS the watcher read
+    b"ms k 1 E{cas} I C{cas}\r\nb\r\n",
+    b"md k x\r\n",                     # tombstone: memcached keeps the CAS
+    b"md k I\r\n",
+    b"ma k E{cas}\r\n",
+    b"mg missing N30 E{cas}\r\n",      # vivify under a chosen CAS (watched: absent before)
+]
+
+
+@pytest.mark.cairn_only
+@pytest.mark.parametrize("request_", WATCH_BREAKERS, ids=[b.split(b"\r")[0].decode() for b in WATCH_BREAKERS])
+def test_watch_sees_memcached_changes_that_keep_the_cas(r, mc_raw, request_):
+    mc_raw.request(b"set k 0 1000 1\r\n5\r\n", b"STORED\r\n")
+    cas = gets_cas(mc_raw, b"k")
+    key = "missing" if b"missing" in request_ else "k"
+    p = r.pipeline()
+    p.watch(key)
+    mc_raw.send(request_.replace(b"{cas}", b"%d" % cas) + b"mn\r\n")
+    mc_raw.read_until(b"MN\r\n")
+    p.multi()
+    p.set("other", "1")
+    with pytest.raises(redis.WatchError):
+        p.execute()
+    assert r.exists("other") == 0
+    # control: nothing touched the watched key, EXEC runs
+    p = r.pipeline()
+    p.watch(key)
+    mc_raw.request(b"touch unrelated 100\r\n", b"NOT_FOUND\r\n")
+    p.multi()
+    p.set("other", "1")
+    assert p.execute() == [True]

@@ -235,6 +235,24 @@ impl<'a> Entry<'a> {
         tags: TagWrite<'_>,
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
+        self.put_inner(kind, value_len, expire_at, flags, tags, None, true, fill)
+    }
+
+    /// As `put_record`; `client_cas` is the CAS clients will see instead of the fresh one,
+    /// which the record then keeps as its WATCH version. `notify`: false for a rebuild that
+    /// follows a write which already told the change listener.
+    #[allow(clippy::too_many_arguments)]
+    fn put_inner(
+        &mut self,
+        kind: Kind,
+        value_len: usize,
+        expire_at: Option<u64>,
+        flags: u32,
+        tags: TagWrite<'_>,
+        client_cas: Option<u64>,
+        notify: bool,
+        fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
+    ) -> Result<u64, OutOfMemory> {
         let kept: Vec<Tag>;
         let tags: &[Tag] = match tags {
             TagWrite::Set(t) => t,
@@ -243,7 +261,8 @@ impl<'a> Entry<'a> {
                 &kept
             }
         };
-        let cas = self.next_cas();
+        let fresh = self.next_cas();
+        let cas = client_cas.unwrap_or(fresh);
         let header = Header {
             tags,
             kind,
@@ -252,6 +271,7 @@ impl<'a> Entry<'a> {
             expire_at,
             flags,
             cas,
+            version: client_cas.map(|_| fresh),
         };
         let new_charge = charge(header.alloc_size()) + ENTRY_COST * tags.len();
         let old_charge = match self.probe {
@@ -306,7 +326,9 @@ impl<'a> Entry<'a> {
         }
         self.shard.used += charged;
         self.store.account(charged as isize);
-        self.store.notify(&[self.key]);
+        if notify {
+            self.store.notify(&[self.key]);
+        }
         Ok(cas)
     }
 
@@ -320,7 +342,7 @@ impl<'a> Entry<'a> {
         if item.set_expire_in_place(expire_at) {
             self.store.notify(&[self.key]);
             let cas = self.next_cas();
-            item.set_cas(cas);
+            item.set_fresh_cas(cas);
             self.shard
                 .table
                 .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
@@ -339,6 +361,52 @@ impl<'a> Entry<'a> {
         .is_ok()
     }
 
+    /// Changes the deadline as memcached's `touch` does: the CAS clients see stays, but the
+    /// record gets a fresh WATCH version (a touch changes the TTL, which Redis's WATCH counts
+    /// as a change). The meta marks stay too. Returns false when there is no record.
+    pub fn set_expire_keep_cas(&mut self, expire_at: Option<u64>) -> bool {
+        let Probe::Found(i) = self.probe else {
+            return false;
+        };
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        let cas = item.cas();
+        let in_place = item.has_version_field()
+            && (expire_at.is_none() || item.has_expire_field())
+            && item.set_expire_in_place(expire_at);
+        if in_place {
+            self.store.notify(&[self.key]);
+            let version = self.next_cas();
+            item.set_fresh_cas(version);
+            item.set_cas(cas);
+            self.shard
+                .table
+                .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
+            return true;
+        }
+        let marks = item.marks();
+        let header = item.header();
+        // As `set_expire`: growth past the limit fails the rebuild, and then the plain path
+        // (a fresh CAS) is better than no new deadline.
+        let rebuilt = self.put_inner(
+            header.kind,
+            header.value_len,
+            expire_at,
+            header.flags,
+            TagWrite::Keep,
+            Some(cas),
+            true,
+            |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
+        );
+        if rebuilt.is_err() {
+            return self.set_expire(expire_at);
+        }
+        self.set_marks(
+            marks & crate::item::STALE != 0,
+            marks & crate::item::WIN_SENT != 0,
+        );
+        true
+    }
+
     /// Sets the memcached meta-protocol marks (stale, win sent) of the existing record in place.
     /// Returns false when there is no record.
     pub fn set_marks(&mut self, stale: bool, win_sent: bool) -> bool {
@@ -352,11 +420,41 @@ impl<'a> Entry<'a> {
         true
     }
 
-    /// Replaces the record's CAS with a caller-chosen one (memcached meta `E` flag).
+    /// Replaces the CAS clients see with a caller-chosen one (memcached meta `E` flag, or the
+    /// old CAS that memcached's `touch` keeps), right after a write gave the record a fresh
+    /// one. WATCH keeps seeing that fresh version: it moves to the record's `version` field,
+    /// which a record gains (one rebuild) the first time it needs it.
     pub fn set_cas(&mut self, cas: u64) -> bool {
         let Probe::Found(i) = self.probe else {
             return false;
         };
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        if item.cas() == cas {
+            return true;
+        }
+        if !item.has_version_field() {
+            let header = item.header();
+            let (stale, win_sent) = (
+                item.marks() & crate::item::STALE != 0,
+                item.marks() & crate::item::WIN_SENT != 0,
+            );
+            let rebuilt = self.put_inner(
+                header.kind,
+                header.value_len,
+                header.expire_at,
+                header.flags,
+                TagWrite::Keep,
+                Some(cas),
+                false,
+                |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
+            );
+            if rebuilt.is_ok() {
+                self.set_marks(stale, win_sent);
+                return true;
+            }
+            // Out of memory for 8 more bytes: the client's CAS still applies, at the cost of
+            // WATCH missing this change.
+        }
         self.shard
             .table
             .item_at(i)

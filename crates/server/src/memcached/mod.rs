@@ -430,16 +430,11 @@ pub(crate) fn ttl_secs(deadline: Option<u64>, now: u64) -> i64 {
     }
 }
 
-/// Changes a record's deadline the way memcached's touch does: the CAS and the meta marks stay.
+/// Changes a record's deadline the way memcached's touch does: the CAS and the meta marks stay
+/// (WATCH still sees the change: the store gives the record a new WATCH version).
 pub(crate) fn retime(e: &mut Entry<'_>, deadline: Option<u64>) {
-    let Some(item) = e.item() else { return };
-    if item.expire_at() == deadline {
-        return;
-    }
-    let (cas, stale, win_sent) = (item.cas(), item.is_stale(), item.win_sent());
-    if e.set_expire(deadline) {
-        e.set_marks(stale, win_sent);
-        e.set_cas(cas);
+    if e.item().is_some_and(|i| i.expire_at() != deadline) {
+        e.set_expire_keep_cas(deadline);
     }
 }
 
