@@ -640,3 +640,123 @@ def test_watch_sees_memcached_changes_that_keep_the_cas(r, mc_raw, request_):
     p.multi()
     p.set("other", "1")
     assert p.execute() == [True]
+
+
+# --- settings commands and stats groups (issue 11 item 17) --------------------------
+
+def stats_of(conn, group: bytes = b"") -> dict:
+    conn.send(b"stats" + (b" " + group if group else b"") + b"\r\n")
+    out = {}
+    while True:
+        line = conn.read_line()
+        if line == b"END":
+            return out
+        _, name, value = line.decode().split(" ", 2)
+        out[name] = value
+
+
+MEMLIMIT_TOO_SMALL = b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+
+
+def test_verbosity_shows_in_stats_settings(server_factory):
+    srv = server_factory()
+    with srv.mc_raw() as c:
+        assert stats_of(c, b"settings")["verbosity"] == "0"
+        c.request(b"verbosity 1\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["verbosity"] == "1"
+        c.request(b"verbosity 7\r\n", b"OK\r\n")    # memcached caps the level at 2
+        assert stats_of(c, b"settings")["verbosity"] == "2"
+        c.request(b"verbosity 0 noreply\r\nmn\r\n", b"MN\r\n")
+        assert stats_of(c, b"settings")["verbosity"] == "0"
+        c.request(b"verbosity\r\n", b"ERROR\r\n")
+        c.request(b"verbosity x\r\n", b"CLIENT_ERROR bad command line format\r\n")
+        with srv.mc_raw() as other:  # a setting of the server, not of the connection
+            other.request(b"verbosity 2\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["verbosity"] == "2"
+
+
+def test_cache_memlimit_changes_the_memory_limit(server_factory):
+    srv = server_factory("--maxmemory", "64mb")
+    mb = 1024 * 1024
+    with srv.mc_raw() as c:
+        assert stats_of(c, b"settings")["maxbytes"] == str(64 * mb)
+        c.request(b"cache_memlimit 100\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(100 * mb)
+        assert stats_of(c)["limit_maxbytes"] == str(100 * mb)
+        c.request(b"cache_memlimit 7\r\n", MEMLIMIT_TOO_SMALL)
+        c.request(b"cache_memlimit 0\r\n", MEMLIMIT_TOO_SMALL)
+        c.request(b"cache_memlimit\r\n", b"ERROR\r\n")
+        c.request(b"cache_memlimit abc\r\n", b"ERROR\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(100 * mb)
+        c.request(b"cache_memlimit 4096\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(4096 * mb)
+        c.request(b"cache_memlimit 8 noreply\r\nmn\r\n", b"MN\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(8 * mb)
+
+
+@pytest.mark.cairn_only
+def test_cache_memlimit_is_enforced(server_factory):
+    # memcached's slab allocator keeps pages it already has; cairn evicts down to the new
+    # limit as writes come
+    srv = server_factory()
+    r = srv.client()
+    with srv.mc_raw() as c:
+        c.request(b"cache_memlimit 8\r\n", b"OK\r\n")
+        assert r.config_get("maxmemory") == {"maxmemory": str(8 * 1024 * 1024)}
+        value = b"v" * 10_000
+        for i in range(2000):   # 20 MB
+            c.send(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(value), value))
+        c.request(b"mn\r\n", b"MN\r\n")
+        st = stats_of(c)
+        assert int(st["bytes"]) <= 8 * 1024 * 1024, st["bytes"]
+        assert int(st["evictions"]) > 0
+    r.close()
+
+
+def test_stats_conns_lists_connections(server_factory):
+    srv = server_factory()
+    with srv.mc_raw() as me, srv.mc_raw() as other:
+        other.send(b"mn\r\n")
+        other.expect(b"MN\r\n")
+        time.sleep(1.1)
+        me.request(b"mn\r\n", b"MN\r\n")
+        st = stats_of(me, b"conns")
+        conns = {}
+        for name, value in st.items():
+            fd, field = name.split(":", 1)
+            assert fd.isdigit(), name
+            conns.setdefault(fd, {})[field] = value
+        my_addr = "tcp:%s:%d" % me.sock.getsockname()[:2]
+        other_addr = "tcp:%s:%d" % other.sock.getsockname()[:2]
+        by_addr = {c["addr"]: c for c in conns.values()}
+        assert my_addr in by_addr and other_addr in by_addr, conns
+        listen = "tcp:127.0.0.1:%d" % srv.memcache_port
+        mine, theirs = by_addr[my_addr], by_addr[other_addr]
+        assert mine["listen_addr"] == theirs["listen_addr"] == listen
+        assert mine["state"] == "conn_parse_cmd"
+        assert theirs["state"].startswith("conn_") and theirs["state"] != "conn_parse_cmd"
+        assert int(mine["secs_since_last_cmd"]) == 0
+        assert 1 <= int(theirs["secs_since_last_cmd"]) <= 5
+        # every connection line has the four fields (listening sockets, which memcached lists
+        # too, have no listen_addr)
+        for c in conns.values():
+            assert {"addr", "state", "secs_since_last_cmd"} <= set(c), c
+
+
+@pytest.mark.cairn_only
+def test_total_items_counts_resp_writes(r, mc_raw):
+    mc_raw.request(b"stats reset\r\n", b"RESET\r\n")
+    assert stats_of(mc_raw)["total_items"] == "0"
+    mc_raw.request(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    assert stats_of(mc_raw)["total_items"] == "1"
+    r.set("b", "1")
+    r.mset({"c": "1", "d": "2", "e": "3"})
+    r.hset("h", "f", "v")
+    r.incr("b")
+    assert stats_of(mc_raw)["total_items"] == "7"
+    # reads, touches and deletes store nothing
+    r.get("b")
+    r.expire("c", 100)
+    mc_raw.request(b"touch a 100\r\n", b"TOUCHED\r\n")
+    r.delete("d")
+    assert stats_of(mc_raw)["total_items"] == "7"

@@ -14,6 +14,20 @@ use crate::table::{KeyHash, Probe, Table};
 use crate::tags::{reference, Tag, ENTRY_COST};
 use crate::{now_ms, Garbage, Store};
 
+/// What `Entry::put_inner` is doing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Put {
+    /// A write: a fresh CAS, the change listener told, counted in `stored`.
+    Write,
+    /// The same record rebuilt with a new layout (a deadline or version field): `client_cas`
+    /// is the CAS clients keep seeing while the fresh one becomes the WATCH version; `notify`
+    /// is false where the write just before already told the change listener.
+    Rebuild {
+        client_cas: Option<u64>,
+        notify: bool,
+    },
+}
+
 /// What a write does to the record's tags.
 #[derive(Clone, Copy, Debug)]
 pub enum TagWrite<'t> {
@@ -235,12 +249,10 @@ impl<'a> Entry<'a> {
         tags: TagWrite<'_>,
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
-        self.put_inner(kind, value_len, expire_at, flags, tags, None, true, fill)
+        self.put_inner(kind, value_len, expire_at, flags, tags, Put::Write, fill)
     }
 
-    /// As `put_record`; `client_cas` is the CAS clients will see instead of the fresh one,
-    /// which the record then keeps as its WATCH version. `notify`: false for a rebuild that
-    /// follows a write which already told the change listener.
+    /// As `put_record`, for a write or for a rebuild of the record in place of itself.
     #[allow(clippy::too_many_arguments)]
     fn put_inner(
         &mut self,
@@ -249,10 +261,13 @@ impl<'a> Entry<'a> {
         expire_at: Option<u64>,
         flags: u32,
         tags: TagWrite<'_>,
-        client_cas: Option<u64>,
-        notify: bool,
+        how: Put,
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
+        let (client_cas, notify) = match how {
+            Put::Write => (None, true),
+            Put::Rebuild { client_cas, notify } => (client_cas, notify),
+        };
         let kept: Vec<Tag>;
         let tags: &[Tag] = match tags {
             TagWrite::Set(t) => t,
@@ -329,6 +344,12 @@ impl<'a> Entry<'a> {
         if notify {
             self.store.notify(&[self.key]);
         }
+        if how == Put::Write {
+            self.store
+                .cell(self.shard_index)
+                .stored
+                .fetch_add(1, Ordering::Relaxed);
+        }
         Ok(cas)
     }
 
@@ -351,11 +372,16 @@ impl<'a> Entry<'a> {
         // The record has no deadline field: rebuild it with one. Growth of 8 bytes is allowed
         // past the memory limit rather than failing an EXPIRE.
         let header = item.header();
-        self.put_with(
+        self.put_inner(
             header.kind,
             header.value_len,
             expire_at,
             header.flags,
+            TagWrite::Keep,
+            Put::Rebuild {
+                client_cas: None,
+                notify: true,
+            },
             |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
         )
         .is_ok()
@@ -393,8 +419,10 @@ impl<'a> Entry<'a> {
             expire_at,
             header.flags,
             TagWrite::Keep,
-            Some(cas),
-            true,
+            Put::Rebuild {
+                client_cas: Some(cas),
+                notify: true,
+            },
             |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
         );
         if rebuilt.is_err() {
@@ -444,8 +472,10 @@ impl<'a> Entry<'a> {
                 header.expire_at,
                 header.flags,
                 TagWrite::Keep,
-                Some(cas),
-                false,
+                Put::Rebuild {
+                    client_cas: Some(cas),
+                    notify: false,
+                },
                 |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
             );
             if rebuilt.is_ok() {

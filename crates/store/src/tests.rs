@@ -364,7 +364,10 @@ mod tag_tests {
         assert_ne!(v, cas0);
         s.read(b"k", |i| {
             let i = i.unwrap();
-            assert_eq!((i.value(), i.expire_at(), i.is_stale()), (&b"k"[..], None, true));
+            assert_eq!(
+                (i.value(), i.expire_at(), i.is_stale()),
+                (&b"k"[..], None, true)
+            );
         });
         // a fresh record without the field takes the chosen CAS through a rebuild
         put_tagged(&s, b"j", &[tag(PAGE, 3), tag(USER, 1)], Some(deadline));
@@ -372,7 +375,10 @@ mod tag_tests {
         let (cas, v) = version(b"j");
         assert_eq!(cas, cas0);
         assert_ne!(v, cas0);
-        assert_eq!(keys(&s, &q(&[(PAGE, Op::Eq(3))])), vec![b"j".to_vec(), b"k".to_vec()]);
+        assert_eq!(
+            keys(&s, &q(&[(PAGE, Op::Eq(3))])),
+            vec![b"j".to_vec(), b"k".to_vec()]
+        );
         assert_eq!(keys(&s, &q(&[(USER, Op::Any)])), vec![b"j".to_vec()]);
         assert_eq!(s.read(b"j", |i| i.unwrap().expire_at()), Some(deadline));
         assert_eq!(s.tag_delete(&q(&[(PAGE, Op::Any)])), 2);

@@ -375,7 +375,6 @@ impl Exec<'_> {
         }
         let (code, cas, len) = match result {
             MsResult::Stored(cas, len) => {
-                self.c.total_items += 1;
                 if flags.quiet() {
                     return;
                 }
