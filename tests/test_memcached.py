@@ -6,6 +6,8 @@ import time
 import pytest
 import redis
 
+from conftest import TARGET
+
 pytestmark = pytest.mark.memcache_only
 
 BAD_FORMAT = b"CLIENT_ERROR bad command line format\r\n"
@@ -350,6 +352,29 @@ def test_meta_quiet_mode(mc_raw):
     # failures are not suppressed
     mc_raw.request(b"ms q2 1\r\nb\r\n", b"HD\r\n")
     mc_raw.request(b"ms q2 1 ME q\r\nc\r\nmn\r\n", b"NS\r\nMN\r\n")
+
+
+def test_meta_quiet_mode_hides_only_success(mc_raw):
+    # memcached 1.6: `q` hides HD (and mg's EN miss); NF, NS, EX and errors are still answered.
+    # md of a missing key answers NF even in quiet mode (issue 11 item 21).
+    mc_raw.send(
+        b"mg missing q v\r\n"           # EN hidden
+        b"ms nokey 1 q MR\r\nx\r\n"      # NS
+        b"ms k 1 q\r\nx\r\n"             # HD hidden
+        b"ms k 1 q C1\r\ny\r\n"          # EX
+        b"ms k 1 q ME\r\nz\r\n"          # NS
+        b"ma missing q\r\n"             # NF
+        b"set n 0 0 1\r\n1\r\n"           # STORED
+        b"ma n q\r\n"                   # HD hidden
+        b"ma n q C1\r\n"                # EX
+        b"md missing q\r\n"             # NF
+        b"md missing q O7 k\r\n"        # NF, with the echoed flags
+        b"md k q C1\r\n"                # EX
+        b"md k q\r\n"                   # HD hidden
+        b"md k q I\r\n"                 # NF: k is gone
+        b"mn\r\n"
+    )
+    mc_raw.expect(b"NS\r\nEX\r\nNS\r\nNF\r\nSTORED\r\nEX\r\nNF\r\nNF O7 kmissing\r\nEX\r\nNF\r\nMN\r\n")
 
 
 def test_meta_opaque_with_quiet_pipeline(mc_raw):
@@ -760,3 +785,13 @@ def test_total_items_counts_resp_writes(r, mc_raw):
     mc_raw.request(b"touch a 100\r\n", b"TOUCHED\r\n")
     r.delete("d")
     assert stats_of(mc_raw)["total_items"] == "7"
+
+
+def test_meta_last_access_flag(mc_raw):
+    # `l`: seconds since the last access. memcached reports it; cairn documents 0 as its
+    # stand-in (README: last-access times are not tracked). Either way a number follows `l`.
+    mc_raw.request(b"set la 0 0 1\r\nx\r\n", b"STORED\r\n")
+    code, flags, _ = meta(mc_raw, b"mg la l h t\r\n")
+    assert code == "HD" and flags["l"].isdigit() and flags["t"] == b"-1"
+    if TARGET == "cairn":
+        assert flags["l"] == b"0"
