@@ -605,6 +605,11 @@ def test_touch_keeps_cas(mc_raw):
     mc_raw.request(b"mg k T300\r\n", b"HD\r\n")
     assert gets_cas(mc_raw, b"k") == cas
     mc_raw.request(b"cas k 0 0 1 %d\r\nb\r\n" % cas, b"STORED\r\n")
+    # a touch counts as an access (`h`), whether or not the record had a deadline before
+    for key in (b"j", b"i"):
+        mc_raw.request(b"set %s 0 %d 1\r\nx\r\n" % (key, 0 if key == b"j" else 50), b"STORED\r\n")
+        mc_raw.request(b"touch %s 100\r\n" % key, b"TOUCHED\r\n")
+        mc_raw.request(b"mg %s h\r\n" % key, b"HD h1\r\n")
 
 
 @pytest.mark.cairn_only  # memcached 1.6.21 added `E`; the 1.6.18 here answers "invalid flag"

@@ -322,6 +322,10 @@ impl<'a> Entry<'a> {
         fill(unsafe { item.value_mut() }, self.item());
         if let Probe::Found(i) = self.probe {
             let (old, freed) = self.shard.unlink_slot(self.store, i);
+            // A rebuilt record keeps its reference bit (memcached `h`, and CLOCK's choice).
+            if how != Put::Write && old.visited() {
+                item.touch();
+            }
             self.store.release(old, freed);
         }
         let i = match self.probe {
@@ -389,12 +393,14 @@ impl<'a> Entry<'a> {
 
     /// Changes the deadline as memcached's `touch` does: the CAS clients see stays, but the
     /// record gets a fresh WATCH version (a touch changes the TTL, which Redis's WATCH counts
-    /// as a change). The meta marks stay too. Returns false when there is no record.
+    /// as a change). The meta marks stay too, and the touch counts as an access (memcached
+    /// `h`). Returns false when there is no record.
     pub fn set_expire_keep_cas(&mut self, expire_at: Option<u64>) -> bool {
         let Probe::Found(i) = self.probe else {
             return false;
         };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        item.touch();
         let cas = item.cas();
         let in_place = item.has_version_field()
             && (expire_at.is_none() || item.has_expire_field())
