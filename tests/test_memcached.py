@@ -4,6 +4,9 @@ CAIRN_TARGET=memcached (cross-protocol tests are cairn-only)."""
 import time
 
 import pytest
+import redis
+
+from conftest import TARGET
 
 pytestmark = pytest.mark.memcache_only
 
@@ -351,6 +354,29 @@ def test_meta_quiet_mode(mc_raw):
     mc_raw.request(b"ms q2 1 ME q\r\nc\r\nmn\r\n", b"NS\r\nMN\r\n")
 
 
+def test_meta_quiet_mode_hides_only_success(mc_raw):
+    # memcached 1.6: `q` hides HD (and mg's EN miss); NF, NS, EX and errors are still answered.
+    # md of a missing key answers NF even in quiet mode (issue 11 item 21).
+    mc_raw.send(
+        b"mg missing q v\r\n"           # EN hidden
+        b"ms nokey 1 q MR\r\nx\r\n"      # NS
+        b"ms k 1 q\r\nx\r\n"             # HD hidden
+        b"ms k 1 q C1\r\ny\r\n"          # EX
+        b"ms k 1 q ME\r\nz\r\n"          # NS
+        b"ma missing q\r\n"             # NF
+        b"set n 0 0 1\r\n1\r\n"           # STORED
+        b"ma n q\r\n"                   # HD hidden
+        b"ma n q C1\r\n"                # EX
+        b"md missing q\r\n"             # NF
+        b"md missing q O7 k\r\n"        # NF, with the echoed flags
+        b"md k q C1\r\n"                # EX
+        b"md k q\r\n"                   # HD hidden
+        b"md k q I\r\n"                 # NF: k is gone
+        b"mn\r\n"
+    )
+    mc_raw.expect(b"NS\r\nEX\r\nNS\r\nNF\r\nSTORED\r\nEX\r\nNF\r\nNF O7 kmissing\r\nEX\r\nNF\r\nMN\r\n")
+
+
 def test_meta_opaque_with_quiet_pipeline(mc_raw):
     mc_raw.request(b"ms a 1\r\n1\r\nms c 1\r\n3\r\n", b"HD\r\nHD\r\n")
     mc_raw.send(b"mg a v q O1\r\nmg b v q O2\r\nmg c v q O3\r\nmn\r\n")
@@ -566,3 +592,211 @@ def test_cross_protocol_delete_and_flush(r, mc_raw):
     mc_raw.request(b"set b 0 0 1\r\nx\r\n", b"STORED\r\n")
     r.flushall()
     mc_raw.request(b"get b\r\n", b"END\r\n")
+
+
+# --- CAS and WATCH: every change is seen (issue 11 item 15) -------------------------
+
+def test_touch_keeps_cas(mc_raw):
+    # memcached: touch/gat/mg T change the TTL and keep the CAS
+    mc_raw.request(b"set k 0 0 1\r\na\r\n", b"STORED\r\n")
+    cas = gets_cas(mc_raw, b"k")
+    mc_raw.request(b"touch k 100\r\n", b"TOUCHED\r\n")
+    mc_raw.request(b"gat 200 k\r\n", b"VALUE k 0 1\r\na\r\nEND\r\n")
+    mc_raw.request(b"mg k T300\r\n", b"HD\r\n")
+    assert gets_cas(mc_raw, b"k") == cas
+    mc_raw.request(b"cas k 0 0 1 %d\r\nb\r\n" % cas, b"STORED\r\n")
+    # a touch counts as an access (`h`), whether or not the record had a deadline before
+    for key in (b"j", b"i"):
+        mc_raw.request(b"set %s 0 %d 1\r\nx\r\n" % (key, 0 if key == b"j" else 50), b"STORED\r\n")
+        mc_raw.request(b"touch %s 100\r\n" % key, b"TOUCHED\r\n")
+        mc_raw.request(b"mg %s h\r\n" % key, b"HD h1\r\n")
+
+
+@pytest.mark.cairn_only  # memcached 1.6.21 added `E`; the 1.6.18 here answers "invalid flag"
+def test_meta_E_sets_the_cas(mc_raw):
+    # `ms ... E<n>` sets the new CAS to n (the client's choice), so a `cas` with the CAS read
+    # before fails; any later write without E gets a fresh CAS again.
+    mc_raw.request(b"set k 0 0 1\r\na\r\n", b"STORED\r\n")
+    cas = gets_cas(mc_raw, b"k")
+    chosen = cas + 1_000_000
+    mc_raw.request(b"ms k 1 E%d\r\nb\r\n" % chosen, b"HD\r\n")
+    assert gets_cas(mc_raw, b"k") == chosen
+    mc_raw.request(b"cas k 0 0 1 %d\r\nc\r\n" % cas, b"EXISTS\r\n")
+    mc_raw.request(b"cas k 0 0 1 %d\r\nc\r\n" % chosen, b"STORED\r\n")
+    fresh = gets_cas(mc_raw, b"k")
+    assert fresh != chosen
+    # a plain write after an E write gets a fresh CAS again
+    mc_raw.request(b"set k 0 0 1\r\nd\r\n", b"STORED\r\n")
+    assert gets_cas(mc_raw, b"k") not in (chosen, fresh)
+    code, flags, _ = meta(mc_raw, b"ms k 1 c E%d\r\ne\r\n" % chosen)
+    assert (code, flags["c"]) == ("HD", b"%d" % chosen)
+    mc_raw.request(b"mg k v c\r\n", b"VA 1 c%d\r\ne\r\n" % chosen)
+
+
+WATCH_BREAKERS = [
+    b"touch k 100\r\n",
+    b"gat 100 k\r\n",
+    b"gats 100 k\r\n",
+    b"mg k T100\r\n",
+    b"ma k T100\r\n",
+    b"ms k 1 E{cas}\r\nb\r\n",          # a new value under the CAS the watcher read
+    b"ms k 1 E{cas} I C{cas}\r\nb\r\n",
+    b"md k x\r\n",                     # tombstone: memcached keeps the CAS
+    b"md k I\r\n",
+    b"ma k E{cas}\r\n",
+    b"mg missing N30 E{cas}\r\n",      # vivify under a chosen CAS (watched: absent before)
+]
+
+
+@pytest.mark.cairn_only
+@pytest.mark.parametrize("request_", WATCH_BREAKERS, ids=[b.split(b"\r")[0].decode() for b in WATCH_BREAKERS])
+def test_watch_sees_memcached_changes_that_keep_the_cas(r, mc_raw, request_):
+    mc_raw.request(b"set k 0 1000 1\r\n5\r\n", b"STORED\r\n")
+    cas = gets_cas(mc_raw, b"k")
+    key = "missing" if b"missing" in request_ else "k"
+    p = r.pipeline()
+    p.watch(key)
+    mc_raw.send(request_.replace(b"{cas}", b"%d" % cas) + b"mn\r\n")
+    mc_raw.read_until(b"MN\r\n")
+    p.multi()
+    p.set("other", "1")
+    with pytest.raises(redis.WatchError):
+        p.execute()
+    assert r.exists("other") == 0
+    # control: nothing touched the watched key, EXEC runs
+    p = r.pipeline()
+    p.watch(key)
+    mc_raw.request(b"touch unrelated 100\r\n", b"NOT_FOUND\r\n")
+    p.multi()
+    p.set("other", "1")
+    assert p.execute() == [True]
+
+
+# --- settings commands and stats groups (issue 11 item 17) --------------------------
+
+def stats_of(conn, group: bytes = b"") -> dict:
+    conn.send(b"stats" + (b" " + group if group else b"") + b"\r\n")
+    out = {}
+    while True:
+        line = conn.read_line()
+        if line == b"END":
+            return out
+        _, name, value = line.decode().split(" ", 2)
+        out[name] = value
+
+
+MEMLIMIT_TOO_SMALL = b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+
+
+def test_verbosity_shows_in_stats_settings(server_factory):
+    srv = server_factory()
+    with srv.mc_raw() as c:
+        assert stats_of(c, b"settings")["verbosity"] == "0"
+        c.request(b"verbosity 1\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["verbosity"] == "1"
+        c.request(b"verbosity 7\r\n", b"OK\r\n")    # memcached caps the level at 2
+        assert stats_of(c, b"settings")["verbosity"] == "2"
+        c.request(b"verbosity 0 noreply\r\nmn\r\n", b"MN\r\n")
+        assert stats_of(c, b"settings")["verbosity"] == "0"
+        c.request(b"verbosity\r\n", b"ERROR\r\n")
+        c.request(b"verbosity x\r\n", b"CLIENT_ERROR bad command line format\r\n")
+        with srv.mc_raw() as other:  # a setting of the server, not of the connection
+            other.request(b"verbosity 2\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["verbosity"] == "2"
+
+
+def test_cache_memlimit_changes_the_memory_limit(server_factory):
+    srv = server_factory("--maxmemory", "64mb")
+    mb = 1024 * 1024
+    with srv.mc_raw() as c:
+        assert stats_of(c, b"settings")["maxbytes"] == str(64 * mb)
+        c.request(b"cache_memlimit 100\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(100 * mb)
+        assert stats_of(c)["limit_maxbytes"] == str(100 * mb)
+        c.request(b"cache_memlimit 7\r\n", MEMLIMIT_TOO_SMALL)
+        c.request(b"cache_memlimit 0\r\n", MEMLIMIT_TOO_SMALL)
+        c.request(b"cache_memlimit\r\n", b"ERROR\r\n")
+        c.request(b"cache_memlimit abc\r\n", b"ERROR\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(100 * mb)
+        c.request(b"cache_memlimit 4096\r\n", b"OK\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(4096 * mb)
+        c.request(b"cache_memlimit 8 noreply\r\nmn\r\n", b"MN\r\n")
+        assert stats_of(c, b"settings")["maxbytes"] == str(8 * mb)
+
+
+@pytest.mark.cairn_only
+def test_cache_memlimit_is_enforced(server_factory):
+    # memcached's slab allocator keeps pages it already has; cairn evicts down to the new
+    # limit as writes come
+    srv = server_factory()
+    r = srv.client()
+    with srv.mc_raw() as c:
+        c.request(b"cache_memlimit 8\r\n", b"OK\r\n")
+        assert r.config_get("maxmemory") == {"maxmemory": str(8 * 1024 * 1024)}
+        value = b"v" * 10_000
+        for i in range(2000):   # 20 MB
+            c.send(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(value), value))
+        c.request(b"mn\r\n", b"MN\r\n")
+        st = stats_of(c)
+        assert int(st["bytes"]) <= 8 * 1024 * 1024, st["bytes"]
+        assert int(st["evictions"]) > 0
+    r.close()
+
+
+def test_stats_conns_lists_connections(server_factory):
+    srv = server_factory()
+    with srv.mc_raw() as me, srv.mc_raw() as other:
+        other.send(b"mn\r\n")
+        other.expect(b"MN\r\n")
+        time.sleep(1.1)
+        me.request(b"mn\r\n", b"MN\r\n")
+        st = stats_of(me, b"conns")
+        conns = {}
+        for name, value in st.items():
+            fd, field = name.split(":", 1)
+            assert fd.isdigit(), name
+            conns.setdefault(fd, {})[field] = value
+        my_addr = "tcp:%s:%d" % me.sock.getsockname()[:2]
+        other_addr = "tcp:%s:%d" % other.sock.getsockname()[:2]
+        by_addr = {c["addr"]: c for c in conns.values()}
+        assert my_addr in by_addr and other_addr in by_addr, conns
+        listen = "tcp:127.0.0.1:%d" % srv.memcache_port
+        mine, theirs = by_addr[my_addr], by_addr[other_addr]
+        assert mine["listen_addr"] == theirs["listen_addr"] == listen
+        assert mine["state"] == "conn_parse_cmd"
+        assert theirs["state"].startswith("conn_") and theirs["state"] != "conn_parse_cmd"
+        assert int(mine["secs_since_last_cmd"]) == 0
+        assert 1 <= int(theirs["secs_since_last_cmd"]) <= 5
+        # every connection line has the four fields (listening sockets, which memcached lists
+        # too, have no listen_addr)
+        for c in conns.values():
+            assert {"addr", "state", "secs_since_last_cmd"} <= set(c), c
+
+
+@pytest.mark.cairn_only
+def test_total_items_counts_resp_writes(r, mc_raw):
+    mc_raw.request(b"stats reset\r\n", b"RESET\r\n")
+    assert stats_of(mc_raw)["total_items"] == "0"
+    mc_raw.request(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n")
+    assert stats_of(mc_raw)["total_items"] == "1"
+    r.set("b", "1")
+    r.mset({"c": "1", "d": "2", "e": "3"})
+    r.hset("h", "f", "v")
+    r.incr("b")
+    assert stats_of(mc_raw)["total_items"] == "7"
+    # reads, touches and deletes store nothing
+    r.get("b")
+    r.expire("c", 100)
+    mc_raw.request(b"touch a 100\r\n", b"TOUCHED\r\n")
+    r.delete("d")
+    assert stats_of(mc_raw)["total_items"] == "7"
+
+
+def test_meta_last_access_flag(mc_raw):
+    # `l`: seconds since the last access. memcached reports it; cairn documents 0 as its
+    # stand-in (README: last-access times are not tracked). Either way a number follows `l`.
+    mc_raw.request(b"set la 0 0 1\r\nx\r\n", b"STORED\r\n")
+    code, flags, _ = meta(mc_raw, b"mg la l h t\r\n")
+    assert code == "HD" and flags["l"].isdigit() and flags["t"] == b"-1"
+    if TARGET == "cairn":
+        assert flags["l"] == b"0"

@@ -599,6 +599,69 @@ def test_max_tags_per_record(server_factory, r):
     c.close()
 
 
+def _timed_reply(raw, *args) -> tuple[float, bytes]:
+    """Sends one pre-encoded command; returns (seconds from the last byte sent to the reply's
+    first line, that line)."""
+    data = encode_command(*args)
+    raw.send(data)
+    t0 = time.monotonic()
+    line = raw.read_line(timeout=60)
+    return time.monotonic() - t0, line
+
+
+def test_huge_tag_lists_are_refused_quickly(r, raw):
+    # issue 11 item 3: de-duplication by a linear scan made a 100k-tag TAG.SET take seconds
+    # (27.7 s for 320k) on an I/O thread, TAG.ADD under the shard's write lock. The count is
+    # now checked as distinct tags arrive: refused after max + 1 of them.
+    n = 200_000
+    r.set("k", "old")
+    cases = [
+        ["TAG.SET", "k", "v"] + [x for i in range(n) for x in ("TAG", PAGE, i)],
+        ["TAG.ADD", "k"] + [x for i in range(n) for x in (PAGE, i)],
+    ]
+    for args in cases:
+        took, line = _timed_reply(raw, *args)
+        print(f"{args[0]} with {n} tags refused in {took * 1000:.1f} ms")
+        assert line == b"-ERR too many tags for one record (max-tags-per-record is 16)"
+        assert took < 1.0, f"{args[0]} with {n} tags took {took:.2f} s to be refused"
+    assert r.get("k") == b"old" and tags_of(r, "k") == []
+    # TAG.REM with a huge list is fine (a record holds at most 255 tags), and quick
+    tag_set(r, "k", "v", (PAGE, 1), (PAGE, n - 1), (USER, 5))
+    took, line = _timed_reply(raw, "TAG.REM", "k", *[x for i in range(n) for x in (PAGE, i)])
+    assert line == b":2" and took < 1.0, (line, took)
+    assert tags_of(r, "k") == [(USER, 5)]
+    # repeats count once, however many: a list of one tag said 100k times is accepted
+    took, line = _timed_reply(raw, "TAG.SET", "d", "v", *[x for _ in range(100_000) for x in ("TAG", 7, 7)])
+    assert line == b"+OK" and took < 1.0, (line, took)
+    assert tags_of(r, "d") == [(7, 7)]
+    took, line = _timed_reply(raw, "TAG.ADD", "d", *[x for i in range(100_000) for x in (8, i % 3)])
+    assert line == b":3" and took < 1.0, (line, took)
+    assert tags_of(r, "d") == [(7, 7), (8, 0), (8, 1), (8, 2)]
+    # duplicates of tags the record has are not new; new ones follow in first-seen order
+    assert r.execute_command("TAG.ADD", "d", 8, 2, 9, 1, 9, 1, 7, 7, 9, 0) == 2
+    assert r.execute_command("TAG.OF", "d")[-2:] == [[9, 1], [9, 0]]
+
+
+def test_query_clause_cap(r, raw):
+    # issue 11 item 3: a query with 50k AND clauses ran for seconds (one range scan per clause).
+    # Queries are capped at 64 clauses (store::MAX_PREDICATES) with a clear error.
+    p = r.pipeline(transaction=False)
+    for i in range(2000):
+        p.execute_command("TAG.SET", f"q{i}", "v", "TAG", PAGE, i, "TAG", USER, i % 10)
+    p.execute()
+    ok = ["TAG.COUNT", "WHERE", PAGE, ">=", 0] + [x for i in range(63) for x in ("AND", PAGE, ">=", i)]
+    assert r.execute_command(*ok) == 2000 - 62
+    for cmd in ("TAG.COUNT", "TAG.GET", "TAG.KEYS", "TAG.DEL"):
+        args = [cmd, "WHERE", PAGE, ">=", 0] + [x for i in range(50_000) for x in ("AND", PAGE, ">=", i % 100)]
+        took, line = _timed_reply(raw, *args)
+        assert line == b"-ERR tag query: too many AND clauses (at most 64)", line
+        assert took < 1.0, f"{cmd} with 50k clauses took {took:.2f} s to be refused"
+    one_too_many = ok + ["AND", USER, "ANY"]
+    with pytest.raises(redis.ResponseError, match=r"too many AND clauses \(at most 64\)"):
+        r.execute_command(*one_too_many)
+    assert r.dbsize() == 2000  # the refused TAG.DEL removed nothing
+
+
 def test_tag_memory_counts_toward_used_memory(r):
     n, per = 2000, 8
     p = r.pipeline(transaction=False)

@@ -52,6 +52,7 @@ pub fn parse(buf: &[u8], max_value_size: usize) -> Result<Parsed<'_>, Error> {
         b"touch" => touch(cx, args),
         b"flush_all" => flush_all(cx, args),
         b"verbosity" => verbosity(cx, args),
+        b"cache_memlimit" => cache_memlimit(cx, args),
         b"version" => Ok(cx.done(Request::Version)),
         b"quit" => Ok(cx.done(Request::Quit)),
         b"stats" => {
@@ -368,6 +369,17 @@ fn flush_all<'a>(cx: Ctx<'a>, args: Keys<'a>) -> Result<Parsed<'a>, Error> {
         0
     };
     Ok(cx.done(Request::FlushAll { delay, noreply }))
+}
+
+/// As memcached: a missing or non-numeric size is an unknown command (`ERROR`); tokens after
+/// the size are ignored unless the last is `noreply`.
+fn cache_memlimit<'a>(cx: Ctx<'a>, args: Keys<'a>) -> Result<Parsed<'a>, Error> {
+    let mut args = args;
+    let Some(megabytes) = args.next().and_then(parse_u32) else {
+        return Err(cx.unknown());
+    };
+    let noreply = args.last() == Some(b"noreply");
+    Ok(cx.done(Request::CacheMemlimit { megabytes, noreply }))
 }
 
 fn verbosity<'a>(cx: Ctx<'a>, args: Keys<'a>) -> Result<Parsed<'a>, Error> {

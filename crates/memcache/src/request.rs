@@ -151,6 +151,11 @@ pub enum Request<'a> {
         level: u32,
         noreply: bool,
     },
+    /// `cache_memlimit <megabytes> [noreply]`: changes the memory limit.
+    CacheMemlimit {
+        megabytes: u32,
+        noreply: bool,
+    },
     /// `stats [group [args...]]`; `args` holds the tokens after `group`.
     Stats {
         group: Option<&'a [u8]>,

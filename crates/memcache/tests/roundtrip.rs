@@ -55,6 +55,10 @@ enum Model {
         level: u32,
         noreply: bool,
     },
+    CacheMemlimit {
+        megabytes: u32,
+        noreply: bool,
+    },
     Stats {
         args: Vec<Vec<u8>>,
     },
@@ -186,6 +190,12 @@ fn compose(m: &Model, st: Style, out: &mut Vec<u8>) {
                 words.push(b"noreply".to_vec());
             }
         }
+        Model::CacheMemlimit { megabytes, noreply } => {
+            words.extend([b"cache_memlimit".to_vec(), num(megabytes)]);
+            if *noreply {
+                words.push(b"noreply".to_vec());
+            }
+        }
         Model::Stats { args } => {
             words.push(b"stats".to_vec());
             words.extend(args.iter().cloned());
@@ -301,6 +311,10 @@ fn model_of(r: &Request<'_>) -> Model {
         Request::Quit => Model::Quit,
         Request::Verbosity { level, noreply } => Model::Verbosity {
             level: *level,
+            noreply: *noreply,
+        },
+        Request::CacheMemlimit { megabytes, noreply } => Model::CacheMemlimit {
+            megabytes: *megabytes,
             noreply: *noreply,
         },
         Request::Stats { group, args } => Model::Stats {
@@ -479,6 +493,8 @@ fn model() -> impl Strategy<Value = Model> {
         Just(Model::MetaNoop),
         (any::<u32>(), any::<bool>())
             .prop_map(|(level, noreply)| Model::Verbosity { level, noreply }),
+        (any::<u32>(), any::<bool>())
+            .prop_map(|(megabytes, noreply)| Model::CacheMemlimit { megabytes, noreply }),
         prop::collection::vec(short_word(), 0..4).prop_map(|args| Model::Stats { args }),
         (any::<bool>(), key(), b64_key()).prop_map(|(b, k, bk)| Model::MetaDebug {
             key: if b { bk } else { k },
@@ -580,7 +596,7 @@ proptest! {
     fn protocol_shaped_noise_never_misbehaves(
         parts in prop::collection::vec(prop::sample::select(vec![
             "get", "gets", "gat", "set", "cas", "append", "delete", "incr", "touch", "flush_all",
-            "verbosity", "stats", "mg", "ms", "md", "ma", "mn", "me", " ", " ", " ", "\r\n", "\n",
+            "verbosity", "cache_memlimit", "stats", "mg", "ms", "md", "ma", "mn", "me", " ", " ", " ", "\r\n", "\n",
             "\r", "0", "1", "5", "-1", "99999999999", "18446744073709551616", "noreply", "k", "v",
             "T", "Tx", "b", "Zm9v", "O", "MA", "MX", "q", "q", "\x00", "\x7f", "\u{e9}", "xxxxxxxxxx",
         ]), 0..40),

@@ -530,6 +530,19 @@ fn simple_commands() {
 }
 
 #[test]
+fn cache_memlimit_forms() {
+    let limit = |megabytes, noreply| Request::CacheMemlimit { megabytes, noreply };
+    assert_eq!(whole(b"cache_memlimit 100\r\n"), limit(100, false));
+    assert_eq!(whole(b"cache_memlimit 0\r\n"), limit(0, false));
+    assert_eq!(whole(b"cache_memlimit 64 noreply\r\n"), limit(64, true));
+    // memcached ignores extra tokens unless the last is noreply
+    assert_eq!(whole(b"cache_memlimit 64 x\r\n"), limit(64, false));
+    assert_eq!(err(b"cache_memlimit\r\n"), unknown(16));
+    assert_eq!(err(b"cache_memlimit abc\r\n"), unknown(20));
+    assert_eq!(err(b"cache_memlimit -5\r\n"), unknown(19));
+}
+
+#[test]
 fn stats_forms() {
     match whole(b"stats\r\n") {
         Request::Stats { group: None, args } => assert!(args.is_empty()),

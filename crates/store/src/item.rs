@@ -5,11 +5,14 @@
 //!
 //! ```text
 //! meta:u8 visited:u8 klen:varint vlen:varint [expire_ms:u64] [flags:u32] [ntags:u8 (type:u32 value:i64)*]
-//! cas:u64 key value
+//! [version:u64] cas:u64 key value
 //! ```
 //! `expire_ms` is present only when the record was written with a deadline (0 then means "none"
 //! after a PERSIST, so a deadline can be changed in place); `flags` (memcached's client flags)
-//! only when non-zero. `visited` is the eviction policy's reference bit: readers set it with a
+//! only when non-zero. `cas` is the version clients see (memcached CAS); every write gives it a
+//! fresh store-unique value. `version` is present only when a client chose the CAS (memcached
+//! `E`) or a change kept it (memcached `touch`): it then holds the fresh value that WATCH
+//! compares, so that WATCH sees every change whatever CAS the client asked for. `visited` is the eviction policy's reference bit: readers set it with a
 //! relaxed atomic store under the shard's shared lock, which is why it has a byte of its own.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
@@ -34,6 +37,7 @@ pub(crate) const STALE: u8 = 0b1_0000;
 /// memcached meta protocol: a client was already told it won the right to recache.
 pub(crate) const WIN_SENT: u8 = 0b10_0000;
 const HAS_TAGS: u8 = 0b100_0000;
+const HAS_VERSION: u8 = 0b1000_0000;
 const TAG_BYTES: usize = 12;
 
 /// Owning thin pointer to a record's allocation. Freed by `ItemPtr::free`, never implicitly:
@@ -53,6 +57,8 @@ pub(crate) struct Header<'t> {
     pub expire_at: Option<u64>,
     pub flags: u32,
     pub cas: u64,
+    /// The write's own version when `cas` was chosen by the client (see the module notes).
+    pub version: Option<u64>,
 }
 
 fn varint_len(mut v: usize) -> usize {
@@ -102,6 +108,7 @@ impl Header<'_> {
             } else {
                 1 + TAG_BYTES * self.tags.len()
             }
+            + if self.version.is_some() { 8 } else { 0 }
             + 8
     }
 
@@ -119,6 +126,7 @@ struct Offsets {
     expire: Option<usize>,
     flags: Option<usize>,
     tags: Option<usize>,
+    version: Option<usize>,
     cas: usize,
     key: usize,
 }
@@ -148,6 +156,9 @@ impl ItemPtr {
             if !header.tags.is_empty() {
                 meta |= HAS_TAGS;
             }
+            if header.version.is_some() {
+                meta |= HAS_VERSION;
+            }
             buf[0] = meta;
             buf[1] = 0;
             let mut at = 2;
@@ -169,6 +180,10 @@ impl ItemPtr {
                     buf[at + 4..at + 12].copy_from_slice(&tag.value.to_le_bytes());
                     at += TAG_BYTES;
                 }
+            }
+            if let Some(version) = header.version {
+                buf[at..at + 8].copy_from_slice(&version.to_le_bytes());
+                at += 8;
             }
             buf[at..at + 8].copy_from_slice(&header.cas.to_le_bytes());
             at += 8;
@@ -214,6 +229,12 @@ impl ItemPtr {
             } else {
                 None
             };
+            let version = if meta & HAS_VERSION != 0 {
+                at += 8;
+                Some(at - 8)
+            } else {
+                None
+            };
             Offsets {
                 meta,
                 key_len,
@@ -221,6 +242,7 @@ impl ItemPtr {
                 expire,
                 flags,
                 tags,
+                version,
                 cas: at,
                 key: at + 8,
             }
@@ -340,6 +362,27 @@ impl ItemPtr {
         })
     }
 
+    /// The version WATCH compares: the `version` field where there is one, else the CAS.
+    pub fn version(self) -> u64 {
+        let o = self.offsets();
+        u64::from_le(self.read_u64(o.version.unwrap_or(o.cas)))
+    }
+
+    pub fn has_version_field(self) -> bool {
+        self.offsets().version.is_some()
+    }
+
+    /// Gives the record a fresh version after an in-place change: both CAS and `version`.
+    /// SAFETY contract as `write_u64`.
+    pub fn set_fresh_cas(self, cas: u64) {
+        let o = self.offsets();
+        if let Some(at) = o.version {
+            self.write_u64(at, cas);
+        }
+        self.write_u64(o.cas, cas)
+    }
+
+    /// Sets the CAS clients see and nothing else. SAFETY contract as `write_u64`.
     pub fn set_cas(self, cas: u64) {
         self.write_u64(self.offsets().cas, cas)
     }
@@ -382,6 +425,7 @@ impl ItemPtr {
             expire_at: self.expire_at(),
             flags: self.flags(),
             cas: self.cas(),
+            version: None,
         }
     }
 
@@ -439,9 +483,14 @@ impl<'a> Item<'a> {
     pub fn tags(&self) -> impl ExactSizeIterator<Item = Tag> + 'a {
         self.ptr.tags()
     }
-    /// Unique version of this record: changes on every write, used by memcached CAS and WATCH.
+    /// The record's CAS (memcached `gets`/`cas`): fresh on every write unless a client chose it
+    /// (memcached `E`) or the change keeps it (memcached `touch`).
     pub fn cas(&self) -> u64 {
         self.ptr.cas()
+    }
+    /// Store-unique version that changes on every write, whatever the CAS: what WATCH compares.
+    pub fn version(&self) -> u64 {
+        self.ptr.version()
     }
 }
 
@@ -458,6 +507,7 @@ mod tests {
             expire_at: expire,
             flags,
             cas: 77,
+            version: None,
         };
         let p = ItemPtr::new(&h, key);
         unsafe { p.value_mut().copy_from_slice(value) };
@@ -509,6 +559,7 @@ mod tests {
             expire_at: Some(9),
             flags: 4,
             cas: 11,
+            version: Some(12),
         };
         let p = ItemPtr::new(&h, b"key");
         unsafe { p.value_mut().copy_from_slice(b"vv") };
@@ -518,6 +569,12 @@ mod tests {
             (p.key(), p.value(), p.expire_at(), p.flags(), p.cas()),
             (&b"key"[..], &b"vv"[..], Some(9), 4, 11)
         );
+        assert_eq!(p.version(), 12);
+        p.set_cas(5);
+        assert_eq!((p.cas(), p.version()), (5, 12));
+        p.set_fresh_cas(13);
+        assert_eq!((p.cas(), p.version()), (13, 13));
+        assert_eq!(p.tags().collect::<Vec<_>>(), tags);
         unsafe { p.free() };
     }
 

@@ -27,7 +27,7 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 
 pub use item::{Item, Kind};
 pub use shard::{Entry, OutOfMemory, TagWrite};
-pub use tags::{Op, Predicate, Query, Tag};
+pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
 
 use item::ItemPtr;
 use shard::Shard;
@@ -102,6 +102,8 @@ pub(crate) struct ShardCell {
     misses: AtomicU64,
     expired: AtomicU64,
     evicted: AtomicU64,
+    /// Records written (not rebuilt in place of themselves): memcached's `total_items`.
+    stored: AtomicU64,
 }
 
 /// Counters for INFO and `stats`.
@@ -116,6 +118,8 @@ pub struct StoreStats {
     pub misses: u64,
     pub expired: u64,
     pub evicted: u64,
+    /// Records written since start, by either protocol.
+    pub stored: u64,
 }
 
 pub struct Store {
@@ -147,6 +151,7 @@ impl Store {
                 misses: AtomicU64::new(0),
                 expired: AtomicU64::new(0),
                 evicted: AtomicU64::new(0),
+                stored: AtomicU64::new(0),
             })
             .collect();
         let used = shards.iter().map(|c| c.lock.read().used as i64).sum();
@@ -335,6 +340,7 @@ impl Store {
             s.misses += cell.misses.load(Ordering::Relaxed);
             s.expired += cell.expired.load(Ordering::Relaxed);
             s.evicted += cell.evicted.load(Ordering::Relaxed);
+            s.stored += cell.stored.load(Ordering::Relaxed);
             with_shard(index, &mut |shard: &Shard| {
                 s.keys += shard.table.len() as u64;
                 s.keys_with_expiry += (0..shard.table.capacity())

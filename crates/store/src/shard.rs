@@ -14,6 +14,20 @@ use crate::table::{KeyHash, Probe, Table};
 use crate::tags::{reference, Tag, ENTRY_COST};
 use crate::{now_ms, Garbage, Store};
 
+/// What `Entry::put_inner` is doing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Put {
+    /// A write: a fresh CAS, the change listener told, counted in `stored`.
+    Write,
+    /// The same record rebuilt with a new layout (a deadline or version field): `client_cas`
+    /// is the CAS clients keep seeing while the fresh one becomes the WATCH version; `notify`
+    /// is false where the write just before already told the change listener.
+    Rebuild {
+        client_cas: Option<u64>,
+        notify: bool,
+    },
+}
+
 /// What a write does to the record's tags.
 #[derive(Clone, Copy, Debug)]
 pub enum TagWrite<'t> {
@@ -235,6 +249,25 @@ impl<'a> Entry<'a> {
         tags: TagWrite<'_>,
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
+        self.put_inner(kind, value_len, expire_at, flags, tags, Put::Write, fill)
+    }
+
+    /// As `put_record`, for a write or for a rebuild of the record in place of itself.
+    #[allow(clippy::too_many_arguments)]
+    fn put_inner(
+        &mut self,
+        kind: Kind,
+        value_len: usize,
+        expire_at: Option<u64>,
+        flags: u32,
+        tags: TagWrite<'_>,
+        how: Put,
+        fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
+    ) -> Result<u64, OutOfMemory> {
+        let (client_cas, notify) = match how {
+            Put::Write => (None, true),
+            Put::Rebuild { client_cas, notify } => (client_cas, notify),
+        };
         let kept: Vec<Tag>;
         let tags: &[Tag] = match tags {
             TagWrite::Set(t) => t,
@@ -243,7 +276,8 @@ impl<'a> Entry<'a> {
                 &kept
             }
         };
-        let cas = self.next_cas();
+        let fresh = self.next_cas();
+        let cas = client_cas.unwrap_or(fresh);
         let header = Header {
             tags,
             kind,
@@ -252,6 +286,7 @@ impl<'a> Entry<'a> {
             expire_at,
             flags,
             cas,
+            version: client_cas.map(|_| fresh),
         };
         let new_charge = charge(header.alloc_size()) + ENTRY_COST * tags.len();
         let old_charge = match self.probe {
@@ -287,6 +322,10 @@ impl<'a> Entry<'a> {
         fill(unsafe { item.value_mut() }, self.item());
         if let Probe::Found(i) = self.probe {
             let (old, freed) = self.shard.unlink_slot(self.store, i);
+            // A rebuilt record keeps its reference bit (memcached `h`, and CLOCK's choice).
+            if how != Put::Write && old.visited() {
+                item.touch();
+            }
             self.store.release(old, freed);
         }
         let i = match self.probe {
@@ -306,7 +345,15 @@ impl<'a> Entry<'a> {
         }
         self.shard.used += charged;
         self.store.account(charged as isize);
-        self.store.notify(&[self.key]);
+        if notify {
+            self.store.notify(&[self.key]);
+        }
+        if how == Put::Write {
+            self.store
+                .cell(self.shard_index)
+                .stored
+                .fetch_add(1, Ordering::Relaxed);
+        }
         Ok(cas)
     }
 
@@ -320,7 +367,7 @@ impl<'a> Entry<'a> {
         if item.set_expire_in_place(expire_at) {
             self.store.notify(&[self.key]);
             let cas = self.next_cas();
-            item.set_cas(cas);
+            item.set_fresh_cas(cas);
             self.shard
                 .table
                 .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
@@ -329,14 +376,69 @@ impl<'a> Entry<'a> {
         // The record has no deadline field: rebuild it with one. Growth of 8 bytes is allowed
         // past the memory limit rather than failing an EXPIRE.
         let header = item.header();
-        self.put_with(
+        self.put_inner(
             header.kind,
             header.value_len,
             expire_at,
             header.flags,
+            TagWrite::Keep,
+            Put::Rebuild {
+                client_cas: None,
+                notify: true,
+            },
             |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
         )
         .is_ok()
+    }
+
+    /// Changes the deadline as memcached's `touch` does: the CAS clients see stays, but the
+    /// record gets a fresh WATCH version (a touch changes the TTL, which Redis's WATCH counts
+    /// as a change). The meta marks stay too, and the touch counts as an access (memcached
+    /// `h`). Returns false when there is no record.
+    pub fn set_expire_keep_cas(&mut self, expire_at: Option<u64>) -> bool {
+        let Probe::Found(i) = self.probe else {
+            return false;
+        };
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        item.touch();
+        let cas = item.cas();
+        let in_place = item.has_version_field()
+            && (expire_at.is_none() || item.has_expire_field())
+            && item.set_expire_in_place(expire_at);
+        if in_place {
+            self.store.notify(&[self.key]);
+            let version = self.next_cas();
+            item.set_fresh_cas(version);
+            item.set_cas(cas);
+            self.shard
+                .table
+                .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
+            return true;
+        }
+        let marks = item.marks();
+        let header = item.header();
+        // As `set_expire`: growth past the limit fails the rebuild, and then the plain path
+        // (a fresh CAS) is better than no new deadline.
+        let rebuilt = self.put_inner(
+            header.kind,
+            header.value_len,
+            expire_at,
+            header.flags,
+            TagWrite::Keep,
+            Put::Rebuild {
+                client_cas: Some(cas),
+                notify: true,
+            },
+            |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
+        );
+        if rebuilt.is_err() {
+            return self.set_expire(expire_at);
+        }
+        self.set_marks(
+            marks & crate::item::STALE != 0,
+            marks & crate::item::WIN_SENT != 0,
+        );
+        true
     }
 
     /// Sets the memcached meta-protocol marks (stale, win sent) of the existing record in place.
@@ -352,11 +454,43 @@ impl<'a> Entry<'a> {
         true
     }
 
-    /// Replaces the record's CAS with a caller-chosen one (memcached meta `E` flag).
+    /// Replaces the CAS clients see with a caller-chosen one (memcached meta `E` flag, or the
+    /// old CAS that memcached's `touch` keeps), right after a write gave the record a fresh
+    /// one. WATCH keeps seeing that fresh version: it moves to the record's `version` field,
+    /// which a record gains (one rebuild) the first time it needs it.
     pub fn set_cas(&mut self, cas: u64) -> bool {
         let Probe::Found(i) = self.probe else {
             return false;
         };
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        if item.cas() == cas {
+            return true;
+        }
+        if !item.has_version_field() {
+            let header = item.header();
+            let (stale, win_sent) = (
+                item.marks() & crate::item::STALE != 0,
+                item.marks() & crate::item::WIN_SENT != 0,
+            );
+            let rebuilt = self.put_inner(
+                header.kind,
+                header.value_len,
+                header.expire_at,
+                header.flags,
+                TagWrite::Keep,
+                Put::Rebuild {
+                    client_cas: Some(cas),
+                    notify: false,
+                },
+                |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
+            );
+            if rebuilt.is_ok() {
+                self.set_marks(stale, win_sent);
+                return true;
+            }
+            // Out of memory for 8 more bytes: the client's CAS still applies, at the cost of
+            // WATCH missing this change.
+        }
         self.shard
             .table
             .item_at(i)

@@ -242,6 +242,7 @@ mod tests {
             expire_at: None,
             flags: 0,
             cas: 0,
+            version: None,
         };
         ItemPtr::new(&h, key)
     }

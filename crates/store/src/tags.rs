@@ -73,6 +73,11 @@ pub struct Predicate {
     pub op: Op,
 }
 
+/// Most predicates (AND clauses) one query may have. Each predicate is an ordered range scan
+/// of its type, so a query's cost grows with the clause count times the index size; queries
+/// needing more clauses than this are refused rather than allowed to run for seconds.
+pub const MAX_PREDICATES: usize = 64;
+
 /// Predicates joined by AND.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Query {

@@ -336,6 +336,55 @@ mod tag_tests {
     const PAGE: u32 = 1;
     const USER: u32 = 2;
 
+    /// A kept (touch) or client-chosen (memcached `E`) CAS leaves the record's WATCH version
+    /// fresh, and the rebuild that adds the version field keeps value, deadline, flags, marks
+    /// and tags (the tag index follows the record to its new address).
+    #[test]
+    fn kept_or_chosen_cas_still_changes_the_version() {
+        let s = store(0, true);
+        let version = |k: &[u8]| s.read(k, |i| i.map(|i| (i.cas(), i.version())).unwrap());
+        put_tagged(&s, b"k", &[tag(PAGE, 3)], None);
+        let (cas0, v0) = version(b"k");
+        assert_eq!(cas0, v0);
+        let deadline = now_ms() + 100_000;
+        for round in 0..3 {
+            let before = version(b"k");
+            assert!(s.write(b"k", |e| e.set_expire_keep_cas(Some(deadline + round))));
+            let (cas, v) = version(b"k");
+            assert_eq!(cas, cas0, "touch keeps the CAS");
+            assert_ne!(v, before.1, "touch changes the WATCH version");
+        }
+        s.write(b"k", |e| {
+            e.set_marks(true, false);
+            e.set_expire(None);
+            assert!(e.set_cas(cas0));
+        });
+        let (cas, v) = version(b"k");
+        assert_eq!(cas, cas0);
+        assert_ne!(v, cas0);
+        s.read(b"k", |i| {
+            let i = i.unwrap();
+            assert_eq!(
+                (i.value(), i.expire_at(), i.is_stale()),
+                (&b"k"[..], None, true)
+            );
+        });
+        // a fresh record without the field takes the chosen CAS through a rebuild
+        put_tagged(&s, b"j", &[tag(PAGE, 3), tag(USER, 1)], Some(deadline));
+        s.write(b"j", |e| assert!(e.set_cas(cas0)));
+        let (cas, v) = version(b"j");
+        assert_eq!(cas, cas0);
+        assert_ne!(v, cas0);
+        assert_eq!(
+            keys(&s, &q(&[(PAGE, Op::Eq(3))])),
+            vec![b"j".to_vec(), b"k".to_vec()]
+        );
+        assert_eq!(keys(&s, &q(&[(USER, Op::Any)])), vec![b"j".to_vec()]);
+        assert_eq!(s.read(b"j", |i| i.unwrap().expire_at()), Some(deadline));
+        assert_eq!(s.tag_delete(&q(&[(PAGE, Op::Any)])), 2);
+        assert_eq!(s.tags.len(), 0);
+    }
+
     #[test]
     fn predicates_select_by_type_value_and_range() {
         let s = store(0, true);

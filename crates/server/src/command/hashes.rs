@@ -222,9 +222,13 @@ pub fn hincrby(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>) {
+    // As Redis: the increment is checked before the key's type.
     let Some(delta) = parse_f64(ctx.arg(3)) else {
         return ctx.err(super::NOT_FLOAT);
     };
+    if !delta.is_finite() {
+        return ctx.err(b"ERR value is NaN or Infinity");
+    }
     incr_field(
         ctx,
         parse_f64,

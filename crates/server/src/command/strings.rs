@@ -25,20 +25,29 @@ pub fn get(ctx: &mut Ctx<'_, '_>) {
     })
 }
 
-/// Parsed expiry options of SET / GETEX.
+/// Parsed expiry options of SET.
 enum ExpireOpt {
     None,
     Keep,
-    Persist,
     At(u64),
 }
 
 /// Parses EX/PX/EXAT/PXAT seconds-or-ms argument into an absolute deadline, replying with the
 /// error on failure.
 fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) -> Option<u64> {
+    match expire_deadline(opt, value, command) {
+        Ok(d) => Some(d),
+        Err(msg) => {
+            ctx.err(&msg);
+            None
+        }
+    }
+}
+
+/// As `parse_expire`, returning the error instead of replying it.
+fn expire_deadline(opt: &[u8], value: &[u8], command: &str) -> Result<u64, Vec<u8>> {
     let Some(n) = parse_i64(value) else {
-        ctx.err(NOT_INTEGER);
-        return None;
+        return Err(NOT_INTEGER.to_vec());
     };
     let (unit, absolute) = match opt.to_ascii_lowercase().as_slice() {
         b"ex" => (1000, false),
@@ -47,11 +56,8 @@ fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) 
         _ => (1, true),
     };
     match ops::deadline(n, unit, absolute, now_ms()) {
-        Some(d) if n > 0 && d > 0 => Some(d as u64),
-        _ => {
-            ctx.err(format!("ERR invalid expire time in '{command}' command").as_bytes());
-            None
-        }
+        Some(d) if n > 0 && d > 0 => Ok(d as u64),
+        _ => Err(format!("ERR invalid expire time in '{command}' command").into_bytes()),
     }
 }
 
@@ -205,20 +211,18 @@ pub fn getdel(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn getex(ctx: &mut Ctx<'_, '_>) {
-    let mut expire = ExpireOpt::None;
+    // As Redis: the options' syntax is checked first, then the key's existence and type, and
+    // only then the expire time's value (a missing key answers nil whatever the time).
+    let mut persist = false;
+    let mut expire: Option<(Vec<u8>, usize)> = None;
     let mut i = 2;
     while i < ctx.argc() {
         let opt = ctx.arg(i).to_ascii_lowercase();
+        let free = !persist && expire.is_none();
         match opt.as_slice() {
-            b"persist" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Persist,
-            b"ex" | b"px" | b"exat" | b"pxat"
-                if matches!(expire, ExpireOpt::None) && i + 1 < ctx.argc() =>
-            {
-                let value = ctx.arg(i + 1);
-                let Some(d) = parse_expire(ctx, &opt, value, "getex") else {
-                    return;
-                };
-                expire = ExpireOpt::At(d);
+            b"persist" if free => persist = true,
+            b"ex" | b"px" | b"exat" | b"pxat" if free && i + 1 < ctx.argc() => {
+                expire = Some((opt, i + 1));
                 i += 1;
             }
             _ => return ctx.err(SYNTAX),
@@ -226,19 +230,28 @@ pub fn getex(ctx: &mut Ctx<'_, '_>) {
         i += 1;
     }
     let key = ctx.arg(1);
+    let expire = expire.map(|(opt, at)| (opt, ctx.arg(at)));
     let out = &mut *ctx.out;
     let version = ctx.conn.version;
     ctx.db.write(key, |e| {
-        match ops::string_value(e.item()) {
+        let value = match ops::string_value(e.item()) {
             Err(_) => return resp::reply::error(out, WRONGTYPE),
             Ok(None) => return resp::reply::null(out, version),
-            Ok(Some(v)) => resp::reply::bulk(out, v),
-        }
-        match expire {
-            ExpireOpt::Persist => drop(e.set_expire(None)),
-            ExpireOpt::At(d) if d <= now_ms() => drop(e.remove()),
-            ExpireOpt::At(d) => drop(e.set_expire(Some(d))),
-            _ => {}
+            Ok(Some(v)) => v,
+        };
+        let deadline = match &expire {
+            Some((opt, v)) => match expire_deadline(opt, v, "getex") {
+                Ok(d) => Some(d),
+                Err(msg) => return resp::reply::error(out, &msg),
+            },
+            None => None,
+        };
+        resp::reply::bulk(out, value);
+        match deadline {
+            _ if persist => drop(e.set_expire(None)),
+            Some(d) if d <= now_ms() => drop(e.remove()),
+            Some(d) => drop(e.set_expire(Some(d))),
+            None => {}
         }
     })
 }
@@ -343,9 +356,8 @@ pub fn decrby(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn incrbyfloat(ctx: &mut Ctx<'_, '_>) {
-    let Some(delta) = parse_f64(ctx.arg(2)) else {
-        return ctx.err(NOT_FLOAT);
-    };
+    // As Redis: the key's type is checked before the increment is parsed.
+    let delta = parse_f64(ctx.arg(2));
     let key = ctx.arg(1);
     let out = &mut *ctx.out;
     ctx.db.write(key, |e| {
@@ -356,6 +368,9 @@ pub fn incrbyfloat(ctx: &mut Ctx<'_, '_>) {
                 Some(n) => n,
                 None => return resp::reply::error(out, NOT_FLOAT),
             },
+        };
+        let Some(delta) = delta else {
+            return resp::reply::error(out, NOT_FLOAT);
         };
         let next = current + delta;
         if !next.is_finite() {

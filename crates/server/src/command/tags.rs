@@ -4,7 +4,9 @@
 //! Group replies are `[cursor, items]`, like SCAN: items come in key order, `LIMIT n` cuts a page
 //! and `CURSOR c` resumes after the key the cursor names ("0" when nothing is left).
 
-use store::{now_ms, Item, Kind, Op, Predicate, Query, Tag, TagWrite};
+use std::collections::BTreeSet;
+
+use store::{now_ms, Item, Kind, Op, Predicate, Query, Tag, TagWrite, MAX_PREDICATES};
 
 use super::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
 use super::{parse_i64, Ctx, OOM, SYNTAX};
@@ -21,23 +23,40 @@ fn parse_tag(ty: &[u8], value: &[u8]) -> Option<Tag> {
     })
 }
 
-/// Parses `type value` pairs from argument `from` on.
-fn tag_pairs(ctx: &mut Ctx<'_, '_>, from: usize) -> Option<Vec<Tag>> {
-    if !(ctx.argc() - from).is_multiple_of(2) {
-        ctx.err(SYNTAX);
-        return None;
+const BAD_TAG: &[u8] =
+    b"ERR tag type must be an unsigned 32-bit integer and value a signed 64-bit integer";
+
+/// Parses `type value` pairs from argument 2 on, handing each to `each`, which may stop the
+/// walk with an error (a list of more distinct tags than a record may hold is refused after
+/// `max + 1` of them, not after reading it all).
+fn tag_pairs(
+    ctx: &Ctx<'_, '_>,
+    mut each: impl FnMut(Tag) -> Result<(), Vec<u8>>,
+) -> Result<(), Vec<u8>> {
+    if !(ctx.argc() - 2).is_multiple_of(2) {
+        return Err(SYNTAX.to_vec());
     }
-    let mut tags = Vec::with_capacity((ctx.argc() - from) / 2);
-    for i in (from..ctx.argc()).step_by(2) {
-        match parse_tag(ctx.arg(i), ctx.arg(i + 1)) {
-            Some(t) => tags.push(t),
-            None => {
-                ctx.err(b"ERR tag type must be an unsigned 32-bit integer and value a signed 64-bit integer");
-                return None;
+    for i in (2..ctx.argc()).step_by(2) {
+        each(parse_tag(ctx.arg(i), ctx.arg(i + 1)).ok_or_else(|| BAD_TAG.to_vec())?)?;
+    }
+    Ok(())
+}
+
+/// The distinct tags of TAG.ADD's pairs, in order. Stops once there are more distinct tags
+/// than a record may hold, so no input makes this quadratic or long (O(n log max)).
+fn distinct_pairs(ctx: &Ctx<'_, '_>, max: usize) -> Result<Vec<Tag>, Vec<u8>> {
+    let mut seen = BTreeSet::new();
+    let mut tags = Vec::new();
+    tag_pairs(ctx, |t| {
+        if seen.insert(t) {
+            if tags.len() == max {
+                return Err(too_many_tags(max));
             }
+            tags.push(t);
         }
-    }
-    Some(tags)
+        Ok(())
+    })?;
+    Ok(tags)
 }
 
 fn max_tags(ctx: &Ctx<'_, '_>) -> usize {
@@ -46,8 +65,12 @@ fn max_tags(ctx: &Ctx<'_, '_>) -> usize {
 
 /// TAG.SET key value [EX s | PX ms] [TAG type value ...]
 pub fn set(ctx: &mut Ctx<'_, '_>) {
+    let max = max_tags(ctx);
     let mut deadline = None;
     let mut tags = Vec::new();
+    // Repeated tags count once; the check against `max` is made as tags arrive, so an
+    // oversized list is refused after at most `max + 1` distinct tags.
+    let mut seen = BTreeSet::new();
     let mut i = 3;
     while i < ctx.argc() {
         let opt = ctx.arg(i).to_ascii_lowercase();
@@ -65,17 +88,19 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
             }
             b"tag" if i + 2 < ctx.argc() => {
                 match parse_tag(ctx.arg(i + 1), ctx.arg(i + 2)) {
-                    Some(t) if !tags.contains(&t) => tags.push(t),
+                    Some(t) if seen.insert(t) => {
+                        if tags.len() == max {
+                            return ctx.err(&too_many_tags(max));
+                        }
+                        tags.push(t);
+                    }
                     Some(_) => {}
-                    None => return ctx.err(b"ERR tag type must be an unsigned 32-bit integer and value a signed 64-bit integer"),
+                    None => return ctx.err(BAD_TAG),
                 }
                 i += 3;
             }
             _ => return ctx.err(SYNTAX),
         }
-    }
-    if tags.len() > max_tags(ctx) {
-        return ctx.err(&too_many_tags(max_tags(ctx)));
     }
     let args = StoreArgs {
         value: ctx.arg(2),
@@ -133,26 +158,36 @@ fn retag(ctx: &mut Ctx<'_, '_>, change: impl FnOnce(&mut Vec<Tag>) -> usize) {
 
 /// TAG.ADD key type value [type value ...]
 pub fn add(ctx: &mut Ctx<'_, '_>) {
-    let Some(new) = tag_pairs(ctx, 2) else { return };
+    // Parsed and de-duplicated before the shard is locked; under the lock the work is bounded
+    // by the record's tags and at most `max` new ones.
+    let new = match distinct_pairs(ctx, max_tags(ctx)) {
+        Ok(new) => new,
+        Err(msg) => return ctx.err(&msg),
+    };
     retag(ctx, |tags| {
         let before = tags.len();
-        for t in new {
-            if !tags.contains(&t) {
-                tags.push(t);
-            }
-        }
+        let mut have: Vec<Tag> = tags.clone();
+        have.sort_unstable();
+        tags.extend(new.into_iter().filter(|t| have.binary_search(t).is_err()));
         tags.len() - before
     })
 }
 
 /// TAG.REM key type value [type value ...]
 pub fn rem(ctx: &mut Ctx<'_, '_>) {
-    let Some(gone) = tag_pairs(ctx, 2) else {
-        return;
-    };
+    // Sorted outside the lock, so that the lock is held for a binary search per record tag.
+    let mut gone = Vec::new();
+    if let Err(msg) = tag_pairs(ctx, |t| {
+        gone.push(t);
+        Ok(())
+    }) {
+        return ctx.err(&msg);
+    }
+    gone.sort_unstable();
+    gone.dedup();
     retag(ctx, |tags| {
         let before = tags.len();
-        tags.retain(|t| !gone.contains(t));
+        tags.retain(|t| gone.binary_search(t).is_err());
         before - tags.len()
     })
 }
@@ -229,6 +264,11 @@ fn parse_group(ctx: &Ctx<'_, '_>, paging: bool) -> Result<GroupRequest, String> 
             ),
             _ => return Err(bad(op_at, "an operator (= < <= > >= BETWEEN ANY)")),
         };
+        if query.predicates.len() == MAX_PREDICATES {
+            return Err(format!(
+                "ERR tag query: too many AND clauses (at most {MAX_PREDICATES})"
+            ));
+        }
         query.predicates.push(Predicate { ty, op });
         i = next;
         if i < n && ctx.arg(i).eq_ignore_ascii_case(b"and") {

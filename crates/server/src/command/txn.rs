@@ -2,8 +2,9 @@
 //!
 //! EXEC locks every shard, checks the watched keys' CAS versions, then runs the queue against
 //! the locked keyspace, so no other client observes or interleaves with a transaction. WATCH
-//! remembers each key's CAS (or its absence); every write gives a record a new CAS, so a changed
-//! version means the key was touched. (A key deleted and re-created absent again in between is
+//! remembers each key's version (or its absence); every write gives a record a new version, even
+//! one that keeps or sets the memcached CAS (`touch`, `ms ... E`), so a changed version means
+//! the key was touched. (A key deleted and re-created absent again in between is
 //! not detected; Redis would abort in that case.)
 
 use store::Db;
@@ -39,7 +40,7 @@ pub fn watch(ctx: &mut Ctx<'_, '_>) {
     }
     for i in 1..ctx.argc() {
         let key = ctx.args.get(i);
-        let cas = ctx.db.read(key, |item| item.map(|i| i.cas()));
+        let cas = ctx.db.read(key, |item| item.map(|i| i.version()));
         ctx.conn.watched.push((key.to_vec(), cas));
     }
     ctx.ok()
@@ -61,7 +62,7 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
     let store = ctx.db.store();
     let mut locked = store.lock_all();
     for (key, cas) in &watched {
-        if locked.read(key, |item| item.map(|i| i.cas())) != *cas {
+        if locked.read(key, |item| item.map(|i| i.version())) != *cas {
             return ctx.nil_array();
         }
     }

@@ -103,7 +103,8 @@ fn mg_hit(
             b't' => r = r.flag_int(b't', ttl_secs(deadline, now)),
             b'c' => r = r.flag_num(b'c', view.cas),
             b'f' => r = r.flag_num(b'f', u64::from(view.flags)),
-            // Last-access times are not tracked.
+            // Last-access times are not tracked (documented in the README): a timestamp per
+            // record, written on every hit, would cost memory and cache-line traffic.
             b'l' => r = r.flag_num(b'l', 0),
             b'h' => r = r.flag_num(b'h', u64::from(view.was_hit)),
             b'O' => r = r.flag_bytes(b'O', f.token),
@@ -375,7 +376,6 @@ impl Exec<'_> {
         }
         let (code, cas, len) = match result {
             MsResult::Stored(cas, len) => {
-                self.c.total_items += 1;
                 if flags.quiet() {
                     return;
                 }
@@ -481,7 +481,8 @@ impl Exec<'_> {
             }
             Md::OutOfMemory => return response::server_error(out, "out of memory"),
         };
-        if flags.quiet() && matches!(code, MetaCode::Hd | MetaCode::Nf) {
+        // Quiet mode hides only success: a miss (NF) is still answered, as memcached does.
+        if flags.quiet() && code == MetaCode::Hd {
             return;
         }
         status(out, code, flags, key, binary);

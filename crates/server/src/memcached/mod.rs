@@ -19,7 +19,7 @@ mod text;
 mod tests;
 
 use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 use memcache::{Error, Parsed, Request};
@@ -55,6 +55,10 @@ macro_rules! counters {
             $(pub $name: AtomicU64,)*
             /// The pending delayed `flush_all`, if any.
             pub(crate) flush_timer: Arc<FlushTimer>,
+            /// `verbosity` level (0 to 2), shown by `stats settings`.
+            pub(crate) verbosity: AtomicU32,
+            /// The store's write count at the last `stats reset` (`total_items` counts from it).
+            pub(crate) total_items_base: AtomicU64,
         }
 
         impl Counters {
@@ -101,7 +105,6 @@ counters!(
     touch_misses,
     store_too_large,
     store_no_memory,
-    total_items,
 );
 
 /// memcached keeps a single flush deadline: a delayed `flush_all` replaces the pending one and
@@ -175,6 +178,7 @@ pub struct McState {
 /// What one request sees while it runs.
 pub(crate) struct Exec<'a> {
     pub shared: &'a Shared,
+    pub client: &'a ClientInfo,
     pub c: &'a mut Counters,
     pub key_buf: &'a mut Vec<u8>,
 }
@@ -197,6 +201,7 @@ impl McState {
         let mut last = "";
         let mut ex = Exec {
             shared,
+            client,
             c: &mut self.counters,
             key_buf: &mut self.key_buf,
         };
@@ -280,15 +285,14 @@ impl Exec<'_> {
             } => self.touch(key, exptime, noreply, out),
             Request::FlushAll { delay, noreply } => self.flush_all(delay, noreply, out),
             Request::Version => memcache::response::version(out, VERSION),
-            Request::Verbosity { noreply, .. } => {
-                if !noreply {
-                    memcache::response::ok(out);
-                }
+            Request::Verbosity { level, noreply } => stats::verbosity(self, level, noreply, out),
+            Request::CacheMemlimit { megabytes, noreply } => {
+                stats::cache_memlimit(self, megabytes, noreply, out)
             }
             Request::Stats { group, args } => {
                 // Publish this connection's tallies first so that it sees its own requests.
                 self.c.flush_into(&self.shared.stats.memcache);
-                stats::stats(self.shared, group, args, out);
+                stats::stats(self, group, args, out);
             }
             Request::Quit => return true,
             Request::MetaGet { key, flags } => self.mg(key, flags, out),
@@ -364,6 +368,7 @@ fn command_name(request: &Request<'_>) -> &'static str {
         Request::FlushAll { .. } => "flush_all",
         Request::Version => "version",
         Request::Verbosity { .. } => "verbosity",
+        Request::CacheMemlimit { .. } => "cache_memlimit",
         Request::Stats { .. } => "stats",
         Request::Quit => "quit",
         Request::MetaGet { .. } => "mg",
@@ -433,16 +438,11 @@ pub(crate) fn ttl_secs(deadline: Option<u64>, now: u64) -> i64 {
     }
 }
 
-/// Changes a record's deadline the way memcached's touch does: the CAS and the meta marks stay.
+/// Changes a record's deadline the way memcached's touch does: the CAS and the meta marks stay
+/// (WATCH still sees the change: the store gives the record a new WATCH version).
 pub(crate) fn retime(e: &mut Entry<'_>, deadline: Option<u64>) {
-    let Some(item) = e.item() else { return };
-    if item.expire_at() == deadline {
-        return;
-    }
-    let (cas, stale, win_sent) = (item.cas(), item.is_stale(), item.win_sent());
-    if e.set_expire(deadline) {
-        e.set_marks(stale, win_sent);
-        e.set_cas(cas);
+    if e.item().is_some_and(|i| i.expire_at() != deadline) {
+        e.set_expire_keep_cas(deadline);
     }
 }
 

@@ -1,15 +1,69 @@
-//! `stats` and its groups.
+//! `stats` and its groups, and the settings commands `verbosity` and `cache_memlimit`.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use memcache::response::{end, stat, stat_num};
 use memcache::{response, Keys};
 
-use super::VERSION;
+use super::{Exec, VERSION};
+use crate::clients::ClientInfo;
 use crate::config::IoModel;
+use crate::session::Protocol;
 use crate::shared::Shared;
 
-pub(super) fn stats(shared: &Shared, group: Option<&[u8]>, mut args: Keys<'_>, out: &mut Vec<u8>) {
+/// memcached's `MAX_VERBOSITY_LEVEL`: higher levels are taken as this one.
+const MAX_VERBOSITY: u32 = 2;
+
+/// `cache_memlimit` refuses less than memcached's minimum of 8 MB ...
+const MIN_MEMLIMIT_MB: u32 = 8;
+/// ... and, as memcached 1.6.22+, more than 10^9 MB (surely a size given in bytes).
+const MAX_MEMLIMIT_MB: u32 = 1_000_000_000;
+
+/// `verbosity <level>`: kept (at most 2) and shown by `stats settings`. cairn's own log is
+/// governed by `--loglevel`; the change is logged there.
+pub(super) fn verbosity(ex: &mut Exec<'_>, level: u32, noreply: bool, out: &mut Vec<u8>) {
+    let level = level.min(MAX_VERBOSITY);
+    let old = ex.shared.stats.memcache.verbosity.swap(level, Relaxed);
+    if old != level {
+        tracing::info!(
+            "memcached verbosity set to {level} by client {}",
+            ex.client.id
+        );
+    }
+    if !noreply {
+        response::ok(out);
+    }
+}
+
+/// `cache_memlimit <MB>`: sets the memory limit (`--maxmemory`, CONFIG SET maxmemory) in
+/// megabytes, with memcached's bounds and replies.
+pub(super) fn cache_memlimit(ex: &mut Exec<'_>, megabytes: u32, noreply: bool, out: &mut Vec<u8>) {
+    let reply: &[u8] = if megabytes < MIN_MEMLIMIT_MB {
+        b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+    } else if megabytes > MAX_MEMLIMIT_MB {
+        b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
+    } else {
+        ex.shared
+            .store
+            .set_maxmemory(u64::from(megabytes) * 1024 * 1024);
+        tracing::info!(
+            "maxmemory set to {megabytes} MB by memcached client {}",
+            ex.client.id
+        );
+        b"OK\r\n"
+    };
+    if !noreply {
+        out.extend_from_slice(reply);
+    }
+}
+
+pub(super) fn stats(
+    ex: &mut Exec<'_>,
+    group: Option<&[u8]>,
+    mut args: Keys<'_>,
+    out: &mut Vec<u8>,
+) {
+    let shared = ex.shared;
     match group {
         None => general(shared, out),
         Some(b"settings") => settings(shared, out),
@@ -19,10 +73,12 @@ pub(super) fn stats(shared: &Shared, group: Option<&[u8]>, mut args: Keys<'_>, o
             stat(out, "sizes_status", "disabled");
             end(out);
         }
-        // Per-connection details are not kept; an empty list is a valid answer.
-        Some(b"conns") => end(out),
+        Some(b"conns") => conns(shared, ex.client, out),
         Some(b"reset") => {
-            shared.stats.memcache.reset();
+            let mc = &shared.stats.memcache;
+            mc.reset();
+            mc.total_items_base
+                .store(shared.store.stats().stored, Relaxed);
             out.extend_from_slice(b"RESET\r\n");
         }
         Some(b"detail") => match args.next() {
@@ -120,7 +176,9 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     stat_num(out, "conn_yields", 0);
     stat_num(out, "bytes", store.used_memory);
     stat_num(out, "curr_items", store.keys);
-    stat_num(out, "total_items", mc.total_items);
+    // Records written by either protocol (a RESP SET counts as a memcached set does).
+    let base = shared.stats.memcache.total_items_base.load(Relaxed);
+    stat_num(out, "total_items", store.stored.saturating_sub(base));
     stat_num(out, "expired_unfetched", 0);
     stat_num(out, "evicted_unfetched", 0);
     stat_num(out, "evictions", store.evicted);
@@ -139,7 +197,11 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
     stat_num(out, "tcpport", u64::from(config.memcache_port));
     stat_num(out, "udpport", 0);
     stat(out, "inter", config.bind.as_bytes());
-    stat_num(out, "verbosity", 0);
+    stat_num(
+        out,
+        "verbosity",
+        u64::from(shared.stats.memcache.verbosity.load(Relaxed)),
+    );
     stat_num(out, "oldest", 0);
     stat(
         out,
@@ -159,6 +221,40 @@ fn settings(shared: &Shared, out: &mut Vec<u8>) {
         shared.settings.max_value_size.load(Relaxed) as u64,
     );
     stat(out, "flush_enabled", "yes");
+    end(out);
+}
+
+/// memcached's per-connection lines, for this server's memcached connections in fd order:
+/// `addr`, `listen_addr`, `state` (`conn_parse_cmd` for the asking connection, `conn_new_cmd`
+/// for the others, which wait for input) and `secs_since_last_cmd`. Listening sockets, which
+/// memcached lists too, are not.
+fn conns(shared: &Shared, me: &ClientInfo, out: &mut Vec<u8>) {
+    let mut clients: Vec<_> = shared
+        .clients
+        .list()
+        .into_iter()
+        .filter(|c| c.protocol == Protocol::Memcache)
+        .collect();
+    clients.sort_by_key(|c| (c.fd, c.id));
+    let now = crate::clients::now_ms();
+    // Unix sockets are named "/path:0" in CLIENT LIST; memcached writes "unix:/path".
+    let name = |a: &str| match a.strip_suffix(":0").filter(|p| p.starts_with('/')) {
+        Some(path) => format!("unix:{path}"),
+        None => format!("tcp:{a}"),
+    };
+    for c in clients {
+        let fd = c.fd;
+        stat(out, format!("{fd}:addr"), name(&c.addr));
+        stat(out, format!("{fd}:listen_addr"), name(&c.laddr));
+        let state = if c.id == me.id {
+            "conn_parse_cmd"
+        } else {
+            "conn_new_cmd"
+        };
+        stat(out, format!("{fd}:state"), state);
+        let idle = now.saturating_sub(c.last_active_ms.load(Relaxed)) / 1000;
+        stat_num(out, format!("{fd}:secs_since_last_cmd"), idle);
+    }
     end(out);
 }
 

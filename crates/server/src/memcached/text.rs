@@ -144,10 +144,8 @@ impl Exec<'_> {
                 _ => {}
             }
         }
-        match result {
-            Stored::Outcome(StoreOutcome::Stored(_)) => self.c.total_items += 1,
-            Stored::Outcome(StoreOutcome::OutOfMemory) => self.c.store_no_memory += 1,
-            _ => {}
+        if let Stored::Outcome(StoreOutcome::OutOfMemory) = result {
+            self.c.store_no_memory += 1;
         }
         if noreply {
             return;
