@@ -380,3 +380,16 @@ def test_pipelining_client_that_stops_reading_is_throttled_not_cut(server_factor
         slow.close()
         t.join(10)
     c.close()
+
+
+def test_pipeline_written_whole_before_reading_completes(server, r):
+    # redis-py's pipeline.execute() sends every command before it reads a reply. 200k GETs of
+    # 1 KB (6 MB of requests, 200 MB of replies): a server that stopped reading requests as
+    # soon as its socket was full left both sides waiting on each other.
+    r.set("pipe:k", b"x" * 1000)
+    pipe = r.pipeline(transaction=False)
+    for _ in range(200_000):
+        pipe.get("pipe:k")
+    out = pipe.execute()
+    assert len(out) == 200_000 and out[-1] == b"x" * 1000
+    r.delete("pipe:k")

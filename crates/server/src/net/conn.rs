@@ -290,12 +290,13 @@ impl Conn {
             if self.waiting {
                 return Step::Wait;
             }
-            if pending != 0 && !self.write_ready && ctx.backpressure {
-                // The socket is full: produce no more replies (read no more requests) until the
-                // peer reads. Buffered requests stay `dirty`; the WRITABLE event resumes them.
-                return Step::Wait;
-            }
-            if self.dirty {
+            // The socket is full: produce no more replies until the peer reads; the WRITABLE
+            // event resumes the buffered requests. Requests are still read into the input
+            // buffer (up to the query-buffer limit), so a client that writes a whole pipeline
+            // before it reads any reply (redis-py's `pipeline.execute()`) can finish writing
+            // instead of both sides waiting on each other.
+            let throttled = pending != 0 && !self.write_ready && ctx.backpressure;
+            if self.dirty && !throttled {
                 // Messages posted before this input was processed go out before its replies.
                 if self.client.has_mail() {
                     self.deliver_mail(ctx);
@@ -321,7 +322,8 @@ impl Conn {
                 }
                 continue;
             }
-            if self.eof {
+            if self.eof && !self.dirty {
+                // (Requests still buffered behind a full socket run before the close.)
                 self.closing = true;
                 continue;
             }
