@@ -225,6 +225,10 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>) {
     let Some(delta) = parse_f64(ctx.arg(3)) else {
         return ctx.err(super::NOT_FLOAT);
     };
+    // Redis refuses an infinite increment here, before looking at the key.
+    if !delta.is_finite() {
+        return ctx.err(b"ERR value is NaN or Infinity");
+    }
     incr_field(
         ctx,
         parse_f64,

@@ -25,20 +25,27 @@ pub fn get(ctx: &mut Ctx<'_, '_>) {
     })
 }
 
-/// Parsed expiry options of SET / GETEX.
-enum ExpireOpt {
+/// Parsed expiry options of SET / GETEX. `At` keeps the option and its unvalidated amount: as in
+/// Redis, the amount is checked only once every option has parsed (a syntax error wins), and
+/// GETEX checks it only after the key's type.
+enum ExpireOpt<'a> {
     None,
     Keep,
     Persist,
-    At(u64),
+    At(&'a [u8], &'a [u8]),
 }
 
-/// Parses EX/PX/EXAT/PXAT seconds-or-ms argument into an absolute deadline, replying with the
-/// error on failure.
-fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) -> Option<u64> {
+impl ExpireOpt<'_> {
+    fn is_timed(&self) -> bool {
+        matches!(self, ExpireOpt::At(..))
+    }
+}
+
+/// The absolute deadline of an EX/PX/EXAT/PXAT amount, or the error Redis replies
+/// (`getExpireMillisecondsOrReply`).
+fn expire_deadline(opt: &[u8], value: &[u8], command: &str) -> Result<u64, Vec<u8>> {
     let Some(n) = parse_i64(value) else {
-        ctx.err(NOT_INTEGER);
-        return None;
+        return Err(NOT_INTEGER.to_vec());
     };
     let (unit, absolute) = match opt.to_ascii_lowercase().as_slice() {
         b"ex" => (1000, false),
@@ -47,44 +54,79 @@ fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) 
         _ => (1, true),
     };
     match ops::deadline(n, unit, absolute, now_ms()) {
-        Some(d) if n > 0 && d > 0 => Some(d as u64),
-        _ => {
-            ctx.err(format!("ERR invalid expire time in '{command}' command").as_bytes());
+        Some(d) if n > 0 && d > 0 => Ok(d as u64),
+        _ => Err(format!("ERR invalid expire time in '{command}' command").into_bytes()),
+    }
+}
+
+/// Parses EX/PX/EXAT/PXAT seconds-or-ms argument into an absolute deadline, replying with the
+/// error on failure.
+fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) -> Option<u64> {
+    match expire_deadline(opt, value, command) {
+        Ok(d) => Some(d),
+        Err(msg) => {
+            ctx.err(&msg);
             None
         }
     }
 }
 
-pub fn set(ctx: &mut Ctx<'_, '_>) {
+/// Redis's `parseExtendedStringArgumentsOrReply`: options may repeat (`NX NX`, `EX 1 EX 2`, the
+/// last amount wins) but not conflict (`NX XX`, `EX 1 PX 2`, `KEEPTTL EX 1`). `set` selects
+/// SET's options (NX XX GET KEEPTTL) over GETEX's (PERSIST). None: a syntax error.
+fn parse_string_options<'a>(
+    args: &super::Args<'a>,
+    from: usize,
+    set: bool,
+) -> Option<(Cond, bool, ExpireOpt<'a>)> {
     let mut cond = Cond::Always;
     let mut expire = ExpireOpt::None;
     let mut get_old = false;
-    let mut i = 3;
-    while i < ctx.argc() {
-        let opt = ctx.arg(i).to_ascii_lowercase();
-        let has_next = i + 1 < ctx.argc();
-        match opt.as_slice() {
-            b"nx" if cond == Cond::Always => cond = Cond::IfAbsent,
-            b"xx" if cond == Cond::Always => cond = Cond::IfPresent,
-            b"get" => get_old = true,
-            b"keepttl" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Keep,
-            b"ex" | b"px" | b"exat" | b"pxat" if matches!(expire, ExpireOpt::None) && has_next => {
-                let value = ctx.arg(i + 1);
-                let Some(d) = parse_expire(ctx, &opt, value, "set") else {
-                    return;
-                };
-                expire = ExpireOpt::At(d);
+    let mut i = from;
+    while i < args.len() {
+        let opt = args.get(i);
+        let next = (i + 1 < args.len()).then(|| args.get(i + 1));
+        let lower = opt.to_ascii_lowercase();
+        // A timed option may repeat itself but not follow another kind of expiry.
+        let timed_ok = |expire: &ExpireOpt<'_>| match expire {
+            ExpireOpt::None => true,
+            ExpireOpt::At(prev, _) => prev.eq_ignore_ascii_case(opt),
+            _ => false,
+        };
+        match lower.as_slice() {
+            b"nx" if set && cond != Cond::IfPresent => cond = Cond::IfAbsent,
+            b"xx" if set && cond != Cond::IfAbsent => cond = Cond::IfPresent,
+            b"get" if set => get_old = true,
+            b"keepttl" if set && !expire.is_timed() => expire = ExpireOpt::Keep,
+            b"persist" if !set && !expire.is_timed() => expire = ExpireOpt::Persist,
+            b"ex" | b"px" | b"exat" | b"pxat" if timed_ok(&expire) => {
+                let value = next?;
+                expire = ExpireOpt::At(opt, value);
                 i += 1;
             }
-            _ => return ctx.err(SYNTAX),
+            _ => return None,
         }
         i += 1;
     }
+    Some((cond, get_old, expire))
+}
+
+pub fn set(ctx: &mut Ctx<'_, '_>) {
+    let Some((cond, get_old, expire)) = parse_string_options(&ctx.args, 3, true) else {
+        return ctx.err(SYNTAX);
+    };
     let ttl = match expire {
         ExpireOpt::Keep => Ttl::Keep,
-        ExpireOpt::At(d) => Ttl::Set(Some(d)),
+        ExpireOpt::At(opt, value) => match parse_expire(ctx, opt, value, "set") {
+            Some(d) => Ttl::Set(Some(d)),
+            None => return,
+        },
         _ => Ttl::Set(None),
     };
+    // EXAT/PXAT in the past: the write happens (NX/XX, GET and the reply as usual) and the key
+    // is gone at once, as Redis deletes it on its next access; keeping it would count it in
+    // DBSIZE until the reaper comes.
+    let expired = matches!(ttl, Ttl::Set(Some(d)) if d <= now_ms());
     let key = ctx.arg(1);
     let value = ctx.arg(2);
     let args = StoreArgs {
@@ -97,12 +139,19 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
     let out = &mut *ctx.out;
     let version = ctx.conn.version;
     ctx.db.write(key, |e| {
+        let store = |e: &mut store::Entry<'_>| {
+            let outcome = ops::store(e, &args);
+            if expired && matches!(outcome, StoreOutcome::Stored(_)) {
+                e.remove();
+            }
+            outcome
+        };
         if get_old {
             match ops::string_value(e.item()) {
                 Err(_) => resp::reply::error(out, WRONGTYPE),
                 Ok(old) => {
                     let old = old.map(|v| v.to_vec());
-                    if ops::store(e, &args) == StoreOutcome::OutOfMemory {
+                    if store(e) == StoreOutcome::OutOfMemory {
                         return resp::reply::error(out, OOM);
                     }
                     match old {
@@ -112,7 +161,7 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
                 }
             }
         } else {
-            match ops::store(e, &args) {
+            match store(e) {
                 StoreOutcome::Stored(_) => resp::reply::ok(out),
                 StoreOutcome::OutOfMemory => resp::reply::error(out, OOM),
                 _ => resp::reply::null(out, version),
@@ -205,39 +254,36 @@ pub fn getdel(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn getex(ctx: &mut Ctx<'_, '_>) {
-    let mut expire = ExpireOpt::None;
-    let mut i = 2;
-    while i < ctx.argc() {
-        let opt = ctx.arg(i).to_ascii_lowercase();
-        match opt.as_slice() {
-            b"persist" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Persist,
-            b"ex" | b"px" | b"exat" | b"pxat"
-                if matches!(expire, ExpireOpt::None) && i + 1 < ctx.argc() =>
-            {
-                let value = ctx.arg(i + 1);
-                let Some(d) = parse_expire(ctx, &opt, value, "getex") else {
-                    return;
-                };
-                expire = ExpireOpt::At(d);
-                i += 1;
-            }
-            _ => return ctx.err(SYNTAX),
-        }
-        i += 1;
-    }
+    let Some((_, _, expire)) = parse_string_options(&ctx.args, 2, false) else {
+        return ctx.err(SYNTAX);
+    };
     let key = ctx.arg(1);
     let out = &mut *ctx.out;
     let version = ctx.conn.version;
     ctx.db.write(key, |e| {
-        match ops::string_value(e.item()) {
+        // Redis's order: a missing key, then the type, then the expiry amount.
+        let value = match ops::string_value(e.item()) {
             Err(_) => return resp::reply::error(out, WRONGTYPE),
             Ok(None) => return resp::reply::null(out, version),
-            Ok(Some(v)) => resp::reply::bulk(out, v),
-        }
-        match expire {
-            ExpireOpt::Persist => drop(e.set_expire(None)),
-            ExpireOpt::At(d) if d <= now_ms() => drop(e.remove()),
-            ExpireOpt::At(d) => drop(e.set_expire(Some(d))),
+            Ok(Some(v)) => v,
+        };
+        let deadline = match expire {
+            ExpireOpt::At(opt, amount) => match expire_deadline(opt, amount, "getex") {
+                Ok(d) => Some(d),
+                Err(msg) => return resp::reply::error(out, &msg),
+            },
+            _ => None,
+        };
+        resp::reply::bulk(out, value);
+        match (expire, deadline) {
+            // Only a removed deadline is a change (for WATCH and tracking), as in Redis.
+            (ExpireOpt::Persist, _) => {
+                if e.item().is_some_and(|i| i.expire_at().is_some()) {
+                    e.set_expire(None);
+                }
+            }
+            (_, Some(d)) if d <= now_ms() => drop(e.remove()),
+            (_, Some(d)) => drop(e.set_expire(Some(d))),
             _ => {}
         }
     })
