@@ -238,8 +238,21 @@ mod tests {
         assert_eq!(parse_cursor(b"+17"), Some(17));
         assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
         assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        for bad in [&b"18446744073709551616"[..], b"-", b"x", b" 1", b"1 ", b"0x10", b"1.0"] {
-            assert_eq!(parse_cursor(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        for bad in [
+            &b"18446744073709551616"[..],
+            b"-",
+            b"x",
+            b" 1",
+            b"1 ",
+            b"0x10",
+            b"1.0",
+        ] {
+            assert_eq!(
+                parse_cursor(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }

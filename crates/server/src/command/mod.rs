@@ -325,7 +325,11 @@ fn parse_hex_f64(text: &str) -> Option<f64> {
     }
     // 60 significant bits, then a sticky bit for what does not fit, round once in `as f64`.
     let (mut mantissa, mut shift, mut sticky) = (0u64, 0i64, false);
-    for (c, is_frac) in int.chars().map(|c| (c, false)).chain(frac.chars().map(|c| (c, true))) {
+    for (c, is_frac) in int
+        .chars()
+        .map(|c| (c, false))
+        .chain(frac.chars().map(|c| (c, true)))
+    {
         let d = u64::from(c.to_digit(16)?);
         if mantissa >> 56 == 0 {
             mantissa = mantissa << 4 | d;
@@ -433,7 +437,15 @@ mod tests {
         assert_eq!(parse_f64(b"0x.8"), Some(0.5));
         assert_eq!(parse_f64(b"+0x1p-2"), Some(0.25));
         assert_eq!(parse_f64(b"0x1fffffffffffffp0"), Some(9007199254740991.0));
-        for bad in [&b"0x"[..], b"0xg", b"0x1p", b"0x1p+", b"0x-1", b"0x1.8q", b"0x1 "] {
+        for bad in [
+            &b"0x"[..],
+            b"0xg",
+            b"0x1p",
+            b"0x1p+",
+            b"0x-1",
+            b"0x1.8q",
+            b"0x1 ",
+        ] {
             assert_eq!(parse_f64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
         assert_eq!(parse_f64(b"1e5000"), None);

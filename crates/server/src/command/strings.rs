@@ -277,10 +277,8 @@ pub fn getex(ctx: &mut Ctx<'_, '_>) {
         resp::reply::bulk(out, value);
         match (expire, deadline) {
             // Only a removed deadline is a change (for WATCH and tracking), as in Redis.
-            (ExpireOpt::Persist, _) => {
-                if e.item().is_some_and(|i| i.expire_at().is_some()) {
-                    e.set_expire(None);
-                }
+            (ExpireOpt::Persist, _) if e.item().is_some_and(|i| i.expire_at().is_some()) => {
+                e.set_expire(None);
             }
             (_, Some(d)) if d <= now_ms() => drop(e.remove()),
             (_, Some(d)) => drop(e.set_expire(Some(d))),
