@@ -156,7 +156,8 @@ pub fn mutate(rng: &mut Rng, buf: &mut Vec<u8>, dictionary: &[&[u8]], pool: &[Ve
         }
         _ => {
             let i = at(rng, buf);
-            let bytes: &[u8] = rng.pick(&[&b"\r\n"[..], b"\n", b"\r", b" ", b"\0", b"\xff"]);
+            const BYTES: &[&[u8]] = &[b"\r\n", b"\n", b"\r", b" ", b"\0", b"\xff"];
+            let bytes = *rng.pick(BYTES);
             buf.splice(i..i, bytes.iter().copied());
         }
     }
@@ -188,7 +189,8 @@ pub fn run(
     dictionary: &[&[u8]],
     mut check: impl FnMut(&[u8], &mut Rng) -> u64,
 ) {
-    let seed = seed() ^ hash(name.as_bytes());
+    let base_seed = seed();
+    let seed = base_seed ^ hash(name.as_bytes());
     let mut rng = Rng::new(seed);
     let mut pool: Vec<Vec<u8>> = corpus.iter().map(|c| c.to_vec()).collect();
     let mut seen: HashSet<u64> = HashSet::new();
@@ -220,7 +222,7 @@ pub fn run(
             Err(panic) => {
                 eprintln!(
                     "fuzz target {name} failed: CAIRN_FUZZ_SEED={} iteration {iterations}, check seed {:#x}\n  input ({} bytes): b\"{}\"",
-                    seed(),
+                    base_seed,
                     seed ^ iterations.wrapping_mul(0x9e37_79b9),
                     input.len(),
                     input.escape_ascii()
