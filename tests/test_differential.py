@@ -456,8 +456,9 @@ class Checker:
                  f"  cairn:   {got!r}",
                  "  previous commands:"]
         lines += [f"    #{j} c{c}: {h!r}" for j, c, h in self.history[-15:]]
-        lines.append(f"  rerun: CAIRN_DIFF_SEED={self.seed} CAIRN_DIFF_ROUNDS=1 CAIRN_MODES={self.mode} "
-                     f".venv/bin/python -m pytest tests/test_differential.py -q")
+        if isinstance(self.seed, int):
+            lines.append(f"  rerun: CAIRN_DIFF_SEED={self.seed} CAIRN_DIFF_ROUNDS=1 CAIRN_MODES={self.mode} "
+                         f".venv/bin/python -m pytest tests/test_differential.py -q -k random")
         raise Mismatch("\n".join(lines))
 
     def resync(self):
@@ -620,3 +621,102 @@ def test_random_streams_match_redis(server, redis_reference):
     if ROUNDS * OPS >= 2000:
         missing = sorted(n.decode() for n in expected if coverage.get(n, 0) == 0)
         assert not missing, f"commands never answered without an error: {missing}"
+
+
+# -- the mismatches found so far, pinned ------------------------------------------------------
+# Each script once made cairn answer differently from Redis 7.0; random streams may stop
+# reaching them when the generator changes, these do not.
+
+FOUND = {
+    "unwatch-is-queued": [(0, [b"WATCH", b"k"]), (0, [b"MULTI"]), (0, [b"UNWATCH"]), (0, [b"EXEC"])],
+    "set-options-before-amounts": [
+        (0, [b"SET", b"k", b"v", b"nx", b"EX", b"GET", b"1000"]),
+        (0, [b"SET", b"k", b"v", b"EX", b"abc", b"BOGUS"]),
+        (0, [b"SET", b"k", b"v", b"KEEPTTL", b"KEEPTTL"]),
+        (0, [b"SET", b"k", b"v", b"NX", b"NX"]),
+        (0, [b"SET", b"k", b"w", b"XX", b"GET", b"GET", b"EX", b"100", b"EX", b"200"]),
+        (0, [b"TTL", b"k"]),
+        (0, [b"SET", b"k", b"v", b"EX", b"100", b"PX", b"100"]),
+        (0, [b"SET", b"k", b"v", b"KEEPTTL", b"EX", b"100"]),
+    ],
+    "getex-order": [
+        (0, [b"GETEX", b"missing", b"EXAT", b"-5"]),
+        (0, [b"HSET", b"h", b"f", b"1"]),
+        (0, [b"GETEX", b"h", b"EX", b"-1"]),
+        (0, [b"SET", b"s", b"v"]),
+        (0, [b"GETEX", b"s", b"EX", b"abc"]),
+        (0, [b"GETEX", b"s", b"PX", b"-9223372036854775808"]),
+        (0, [b"GETEX", b"s", b"PERSIST", b"PERSIST"]),
+        (0, [b"GETEX", b"s", b"EX", b"100", b"EX", b"200"]),
+        (0, [b"TTL", b"s"]),
+        (0, [b"GETEX", b"s", b"PERSIST", b"EX", b"100"]),
+        (0, [b"GETEX", b"s", b"KEEPTTL"]),
+    ],
+    "getex-persist-without-deadline-is-no-change": [
+        (0, [b"SET", b"k", b"v"]),
+        (0, [b"WATCH", b"k"]),
+        (0, [b"GETEX", b"k", b"PERSIST"]),
+        (0, [b"MULTI"]),
+        (0, [b"GET", b"k"]),
+        (0, [b"EXEC"]),
+    ],
+    "expire-options-before-amount": [
+        (0, [b"SET", b"k", b"v"]),
+        (0, [b"PEXPIRE", b"k", b"abc", b"nx", b"GT"]),
+        (0, [b"EXPIRE", b"k", b"abc", b"FOO"]),
+        (0, [b"EXPIRE", b"k", b"100", b"\x00\x01\xfe"]),
+        (0, [b"EXPIRE", b"k", b"100", b"opt\r\n"]),
+    ],
+    "float-parsing": [
+        (0, [b"SET", b"k", b"1"]),
+        (0, [b"INCRBYFLOAT", b"k", b"0x10"]),
+        (0, [b"INCRBYFLOAT", b"k", b"-0X1.8p1"]),
+        (0, [b"INCRBYFLOAT", b"k", b"0x"]),
+        (0, [b"INCRBYFLOAT", b"k", b"1e5000"]),
+        (0, [b"SET", b"big", b"1e5000"]),
+        (0, [b"INCRBYFLOAT", b"big", b"1"]),
+        (0, [b"HSET", b"h", b"f", b"1"]),
+        (0, [b"HINCRBYFLOAT", b"h", b"f", b"inf"]),
+        (0, [b"HINCRBYFLOAT", b"k", b"f", b"-inf"]),
+        (0, [b"HINCRBYFLOAT", b"h", b"f", b"0x8"]),
+    ],
+    "error-messages-as-redis-formats-them": [
+        (0, [b"GETT", b"x\x00\xff y"]),
+        (0, [b"NOSUCH"] + [b"a" * 50 for _ in range(5)]),
+        (0, [b"NOSUCH\x00X", b"\xff\xfe"]),
+    ],
+    "scan-cursors": [
+        (0, [b"SET", b"k", b"v"]),
+        (0, [b"SCAN", b"-1"]),
+        (0, [b"SCAN", b"", b"COUNT", b"100"]),
+        (0, [b"SCAN", b"+0"]),
+        (0, [b"SCAN", b"18446744073709551616"]),
+        (0, [b"SCAN", b" 0"]),
+        (0, [b"MULTI"]),
+        (0, [b"SCAN", b"-1", b"COUNT", b"-1"]),
+        (0, [b"EXEC"]),
+    ],
+}
+
+
+@pytest.mark.parametrize("script", sorted(FOUND))
+def test_found_mismatches_stay_fixed(server, redis_reference, script):
+    cairn, ref = Peer(server), Peer(redis_reference)
+    try:
+        for peer in (cairn, ref):
+            peer.call(0, b"FLUSHALL")
+        Checker(cairn, ref, seed=f"pinned:{script}", mode=getattr(server, "mode", TARGET)).run(FOUND[script])
+    finally:
+        cairn.close()
+        ref.close()
+
+
+@pytest.mark.cairn_only
+def test_set_with_a_past_deadline_leaves_no_key(r):
+    # Redis 7.0 keeps such a key until it is read or its expiry cycle reaps it (DBSIZE counts it
+    # meanwhile); cairn drops it at once.
+    r.flushall()
+    assert r.set("k", "v", exat=PAST_S) is True
+    assert r.dbsize() == 0
+    assert r.set("k", "v", pxat=PAST_S * 1000, get=True) is None
+    assert r.dbsize() == 0 and r.get("k") is None
