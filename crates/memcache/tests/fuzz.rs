@@ -26,7 +26,10 @@ const DEFAULT_SECS: f64 = 5.0;
 const MAX_VALUE_SIZES: &[usize] = &[0, 3, 16, 1024, 1 << 20];
 
 fn within(input: &[u8], part: &[u8]) -> bool {
-    let (start, end) = (input.as_ptr() as usize, input.as_ptr() as usize + input.len());
+    let (start, end) = (
+        input.as_ptr() as usize,
+        input.as_ptr() as usize + input.len(),
+    );
     let p = part.as_ptr() as usize;
     part.is_empty() || (p >= start && p + part.len() <= end)
 }
@@ -45,13 +48,20 @@ fn check_flags(key: &[u8], flags: &MetaFlags<'_>) {
             b'M' => f.token.len() == 1,
             _ => true,
         };
-        assert!(typed, "flag {} with token {:?} passed", f.flag as char, f.token);
+        assert!(
+            typed,
+            "flag {} with token {:?} passed",
+            f.flag as char, f.token
+        );
     }
     assert!(flags.opaque().is_none_or(|o| o.len() <= MAX_OPAQUE_LEN));
     assert!(key.len() <= MAX_KEY_LEN, "key of {} bytes", key.len());
     if flags.base64_key() {
         let mut decoded = Vec::new();
-        assert!(decode_base64_key(key, &mut decoded), "b key {key:?} does not decode");
+        assert!(
+            decode_base64_key(key, &mut decoded),
+            "b key {key:?} does not decode"
+        );
         assert!(!decoded.is_empty() && decoded.len() <= key.len());
     } else {
         assert!(text_key_ok(key), "meta key {key:?}");
@@ -164,7 +174,9 @@ fn shape(req: &Request<'_>) -> String {
             format!("{name} {}", letters.escape_ascii())
         }
         Request::Store { kind, noreply, .. } => format!("{name} {kind:?} {noreply}"),
-        Request::Get { keys, with_cas } => format!("{name} {} {with_cas}", keys.clone().count().min(3)),
+        Request::Get { keys, with_cas } => {
+            format!("{name} {} {with_cas}", keys.clone().count().min(3))
+        }
         _ => name,
     }
 }
@@ -175,7 +187,11 @@ fn check(input: &[u8], rng: &mut Rng) -> u64 {
     assert_eq!(allocated, 0, "parse allocated {allocated} bytes");
     let signature = match &parsed {
         Ok(Parsed::Complete(req, n)) => {
-            assert!(*n >= 1 && *n <= input.len(), "consumed {n} of {}", input.len());
+            assert!(
+                *n >= 1 && *n <= input.len(),
+                "consumed {n} of {}",
+                input.len()
+            );
             check_request(input, req, max);
             assert_eq!(
                 parse(&input[..*n], max).as_ref(),
@@ -222,7 +238,11 @@ fn check(input: &[u8], rng: &mut Rng) -> u64 {
                 Error::UnknownCommand { consumed } => {
                     assert!(*consumed <= input.len() && input[consumed - 1] == b'\n');
                 }
-                Error::Client { close: true, consumed, .. } => {
+                Error::Client {
+                    close: true,
+                    consumed,
+                    ..
+                } => {
                     assert_eq!(*consumed, input.len());
                 }
                 // A refused block may be swallowed beyond what has arrived, never short of
@@ -274,9 +294,31 @@ fn fuzz_text_commands() {
             b"get \x7f\r\n",
         ],
         &[
-            b"get", b"gets", b"gat", b"set", b"add", b"cas", b"append", b"delete", b"incr",
-            b"decr", b"touch", b"flush_all", b"verbosity", b"stats", b"version", b"quit", b" ",
-            b"  ", b"\r\n", b"\n", b"noreply", b" 0", b" 0 0 1\r\nx\r\n", b"\x7f", b"\x00",
+            b"get",
+            b"gets",
+            b"gat",
+            b"set",
+            b"add",
+            b"cas",
+            b"append",
+            b"delete",
+            b"incr",
+            b"decr",
+            b"touch",
+            b"flush_all",
+            b"verbosity",
+            b"stats",
+            b"version",
+            b"quit",
+            b" ",
+            b"  ",
+            b"\r\n",
+            b"\n",
+            b"noreply",
+            b" 0",
+            b" 0 0 1\r\nx\r\n",
+            b"\x7f",
+            b"\x00",
         ],
         check,
     );
@@ -303,10 +345,47 @@ fn fuzz_meta_commands() {
             b"mg k v v\r\n",
         ],
         &[
-            b"mg", b"ms", b"md", b"ma", b"mn", b"me", b" v", b" q", b" T", b" N", b" R", b" C",
-            b" E", b" D", b" J", b" F", b" M", b" O", b" b", b" k", b" s", b" f", b" t", b" c",
-            b" h", b" l", b" u", b" I", b" x", b" P", b" L", b" MS", b" ME", b" M+", b" MD",
-            b"Zm9v", b"=", b" ", b"\r\n", b"\n", b"O12345678901234567890123456789012",
+            b"mg",
+            b"ms",
+            b"md",
+            b"ma",
+            b"mn",
+            b"me",
+            b" v",
+            b" q",
+            b" T",
+            b" N",
+            b" R",
+            b" C",
+            b" E",
+            b" D",
+            b" J",
+            b" F",
+            b" M",
+            b" O",
+            b" b",
+            b" k",
+            b" s",
+            b" f",
+            b" t",
+            b" c",
+            b" h",
+            b" l",
+            b" u",
+            b" I",
+            b" x",
+            b" P",
+            b" L",
+            b" MS",
+            b" ME",
+            b" M+",
+            b" MD",
+            b"Zm9v",
+            b"=",
+            b" ",
+            b"\r\n",
+            b"\n",
+            b"O12345678901234567890123456789012",
         ],
         check,
     );

@@ -42,7 +42,11 @@ fn parse_one(buf: &[u8], limits: &Limits) -> Request {
         Parsed::Incomplete { need } => {
             assert!(owned.is_empty(), "arguments left by an incomplete parse");
             if let Some(need) = need {
-                assert!(need > buf.len(), "need {need} of a {}-byte buffer", buf.len());
+                assert!(
+                    need > buf.len(),
+                    "need {need} of a {}-byte buffer",
+                    buf.len()
+                );
             }
         }
     }
@@ -220,9 +224,34 @@ const REPLY_CORPUS: &[&[u8]] = &[
 ];
 
 const REPLY_DICTIONARY: &[&[u8]] = &[
-    b"*", b"%", b"~", b">", b"|", b"$", b"!", b"=", b"+", b"-", b":", b"_", b",", b"#", b"(",
-    b"\r\n", b"*1\r\n", b"*9999\r\n", b"%1\r\n", b"|1\r\n", b"$1\r\nx\r\n", b"_\r\n", b":1\r\n",
-    b"txt:", b"inf", b"nan", b"1e308", b"#t\r\n",
+    b"*",
+    b"%",
+    b"~",
+    b">",
+    b"|",
+    b"$",
+    b"!",
+    b"=",
+    b"+",
+    b"-",
+    b":",
+    b"_",
+    b",",
+    b"#",
+    b"(",
+    b"\r\n",
+    b"*1\r\n",
+    b"*9999\r\n",
+    b"%1\r\n",
+    b"|1\r\n",
+    b"$1\r\nx\r\n",
+    b"_\r\n",
+    b":1\r\n",
+    b"txt:",
+    b"inf",
+    b"nan",
+    b"1e308",
+    b"#t\r\n",
 ];
 
 type Reply = Result<Option<(Value, usize)>, ProtocolError>;
@@ -316,7 +345,10 @@ fn kind(v: &Value) -> String {
         Value::Array(items) | Value::Set(items) | Value::Push(items) => {
             format!("agg[{}]", items.first().map(kind).unwrap_or_default())
         }
-        Value::Map(pairs) => format!("map[{}]", pairs.first().map(|p| kind(&p.0)).unwrap_or_default()),
+        Value::Map(pairs) => format!(
+            "map[{}]",
+            pairs.first().map(|p| kind(&p.0)).unwrap_or_default()
+        ),
         other => format!("{:?}", std::mem::discriminant(other)),
     }
 }

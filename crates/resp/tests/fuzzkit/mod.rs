@@ -125,7 +125,9 @@ pub fn mutate(rng: &mut Rng, buf: &mut Vec<u8>, dictionary: &[&[u8]], pool: &[Ve
         7 => {
             // Replace a run of digits (or insert) with an edge number.
             let number = *rng.pick(NUMBERS);
-            let digits: Vec<usize> = (0..buf.len()).filter(|&i| buf[i].is_ascii_digit()).collect();
+            let digits: Vec<usize> = (0..buf.len())
+                .filter(|&i| buf[i].is_ascii_digit())
+                .collect();
             if digits.is_empty() {
                 let i = at(rng, buf);
                 buf.splice(i..i, number.iter().copied());
