@@ -164,7 +164,8 @@ class Gen:
             (1, lambda: [b"PING"] + ([g.value()] if g.chance(0.5) else [])),
             (1, lambda: [b"ECHO", g.value()]),
             (1, lambda: [b"SELECT", g.pick([b"0", b"1", b"-1", b"x"])]),
-            (1, lambda: [b"FLUSHALL"] + ([g.pick([b"ASYNC", b"SYNC", b"sync", b"NOW"])] if g.chance(0.3) else [])),
+            (1, lambda: [g.pick([b"FLUSHALL", b"FLUSHDB"])]
+             + ([g.pick([b"ASYNC", b"SYNC", b"sync", b"NOW"])] if g.chance(0.3) else [])),
             (1, lambda: [g.pick([b"NOSUCHCMD", b"GETT", b"HSETT"]), g.key()]),
         ]
         total = sum(w for w, _ in choices)

@@ -203,7 +203,7 @@ pub fn run(
         if iterations < pool.len() as u64 {
             input.clone_from(&pool[iterations as usize]);
         } else {
-            if iterations % 64 == 0 && start.elapsed() >= budget {
+            if iterations.is_multiple_of(64) && start.elapsed() >= budget {
                 break;
             }
             input.clone_from(rng.pick(&pool));
