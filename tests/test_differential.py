@@ -8,7 +8,7 @@ iteration) as sets or dicts. Everything else, errors included, must match byte f
 Knobs:
   CAIRN_DIFF_SEED    first seed (default 1); stream i uses seed + i. A failure prints the seed of
                      its stream and the command; rerun it alone with CAIRN_DIFF_SEED=<s> CAIRN_DIFF_ROUNDS=1.
-  CAIRN_DIFF_ROUNDS  streams per server mode (default 30: about 12,000 commands, 2 s a mode).
+  CAIRN_DIFF_ROUNDS  streams per server mode (default 60: about 24,000 commands, 2-5 s a mode).
   CAIRN_DIFF_OPS     commands per stream (default 400).
   CAIRN_DIFF_KEEP_GOING=1  report every mismatch (resynchronising after each), not only the first.
 Odd streams switch both connections to RESP3 first (HELLO 3), so maps, sets and nulls are
@@ -45,7 +45,7 @@ from diff_streams import PAST_S, Gen
 pytestmark = pytest.mark.redis_only
 
 SEED = int(os.environ.get("CAIRN_DIFF_SEED", "1"))
-ROUNDS = int(os.environ.get("CAIRN_DIFF_ROUNDS", "30"))
+ROUNDS = int(os.environ.get("CAIRN_DIFF_ROUNDS", "60"))
 OPS = int(os.environ.get("CAIRN_DIFF_OPS", "400"))
 STRICT = os.environ.get("CAIRN_DIFF_STRICT", "") not in ("", "0")
 # Report every mismatch (resynchronising after each) instead of stopping at the first.
