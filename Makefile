@@ -5,6 +5,9 @@
 #   make run     build and run the server in the foreground (extra flags: ARGS="--port 7000")
 #   make build   release build of the server and of the load generator (cairn-bench)
 #   make fmt     format the Rust code;  make lint: rustfmt --check + clippy -D warnings
+#   make fuzz    the parsers' fuzz targets (crates/*/tests/fuzz.rs) for FUZZ_SECS (300) seconds
+#                each, with overflow checks and a fresh seed (FUZZ_SEED=<n> replays one);
+#                make test runs them for 5 s each (CAIRN_FUZZ_SECS)
 #   make bench   the benchmark suite against Redis and memcached (bench/README.md): results,
 #                tables and plots in bench/results/;  make bench-quick: < 3 minutes, bench/results/quick/
 #   make study-thesis  the thesis study (studies/thesis, docs/studies/thesis.md): ~1 hour;
@@ -12,7 +15,8 @@
 #   make clean   remove build outputs and the test venv
 #
 # Knobs: PYTEST_ARGS="-k hashes -x", CAIRN_MODES=reactor (subset of server modes),
-#        CAIRN_TARGET=redis|memcached (run the tests against the real peers: `make validate`).
+#        CAIRN_TARGET=redis|memcached (run the tests against the real peers: `make validate`),
+#        CAIRN_DIFF_ROUNDS=300 (longer differential test against redis-server, tests/test_differential.py).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
@@ -28,7 +32,7 @@ CARGO_TEST_TIMEOUT ?= 2400
 PYTEST_TIMEOUT     ?= 1500
 
 .PHONY: all build run test test-rust test-py setup validate validate-redis validate-memcached \
-        fmt lint clean bench bench-quick bench-setup study-thesis study-thesis-quick
+        fmt lint fuzz clean bench bench-quick bench-setup study-thesis study-thesis-quick
 
 all: build
 
@@ -69,6 +73,14 @@ fmt:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Debug build on purpose: overflow checks turn silent wrap-arounds into failures.
+FUZZ_SECS ?= 300
+FUZZ_SEED ?= $(shell date +%s)
+
+fuzz:
+	CAIRN_FUZZ_SECS=$(FUZZ_SECS) CAIRN_FUZZ_SEED=$(FUZZ_SEED) \
+		$(CARGO) test --workspace --test fuzz -- --nocapture
 
 clean:
 	$(CARGO) clean

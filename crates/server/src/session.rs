@@ -201,17 +201,8 @@ impl Session {
             return;
         }
         let Some(command) = command::lookup(args.get(0)) else {
-            let mut msg = format!(
-                "ERR unknown command '{}', with args beginning with: ",
-                String::from_utf8_lossy(args.get(0))
-            );
-            for arg in args.tail(1) {
-                msg.push_str(&format!(
-                    "'{}' ",
-                    String::from_utf8_lossy(&arg[..arg.len().min(128)])
-                ));
-            }
-            return self.reject(out, msg.as_bytes());
+            let msg = command::unknown_command_error(&args);
+            return self.reject(out, &msg);
         };
         if !command.arity_ok(args.len()) {
             let msg = format!(

@@ -226,6 +226,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>) {
     let Some(delta) = parse_f64(ctx.arg(3)) else {
         return ctx.err(super::NOT_FLOAT);
     };
+    // Redis refuses an infinite increment here, before looking at the key.
     if !delta.is_finite() {
         return ctx.err(b"ERR value is NaN or Infinity");
     }

@@ -30,7 +30,7 @@ pub fn type_of(ctx: &mut Ctx<'_, '_>) {
 }
 
 fn expire_generic(ctx: &mut Ctx<'_, '_>, unit_ms: i64, absolute: bool) {
-    let Some(amount) = ctx.int_arg(2) else { return };
+    // Options are checked before the amount, as in Redis.
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for i in 3..ctx.argc() {
         match ctx.arg(i).to_ascii_lowercase().as_slice() {
@@ -39,11 +39,13 @@ fn expire_generic(ctx: &mut Ctx<'_, '_>, unit_ms: i64, absolute: bool) {
             b"gt" => gt = true,
             b"lt" => lt = true,
             _ => {
-                let msg = format!(
-                    "ERR Unsupported option {}",
-                    String::from_utf8_lossy(ctx.arg(i))
-                );
-                return ctx.err(msg.as_bytes());
+                // As Redis formats it: the option up to a NUL, trailing CR/LF trimmed.
+                let mut msg = b"ERR Unsupported option ".to_vec();
+                msg.extend_from_slice(super::c_str(ctx.arg(i)));
+                while matches!(msg.last(), Some(b'\r' | b'\n')) {
+                    msg.pop();
+                }
+                return ctx.err(&msg);
             }
         }
     }
@@ -53,6 +55,7 @@ fn expire_generic(ctx: &mut Ctx<'_, '_>, unit_ms: i64, absolute: bool) {
     if gt && lt {
         return ctx.err(b"ERR GT and LT options at the same time are not compatible");
     }
+    let Some(amount) = ctx.int_arg(2) else { return };
     let now = now_ms();
     let Some(deadline) = ops::deadline(amount, unit_ms, absolute, now) else {
         let name = super::lower(ctx.arg(0));
@@ -131,11 +134,24 @@ fn kind_name(kind: Kind) -> &'static [u8] {
     }
 }
 
+/// A SCAN cursor as Redis reads it (`strtoul`): an optional sign, a negative number wrapping
+/// around, then digits and nothing else; an empty cursor is 0.
+fn parse_cursor(s: &[u8]) -> Option<u64> {
+    let (negative, digits) = match s.first() {
+        None => return Some(0),
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        Some(_) => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if negative { n.wrapping_neg() } else { n })
+}
+
 pub fn scan(ctx: &mut Ctx<'_, '_>) {
-    let Some(cursor) = std::str::from_utf8(ctx.arg(1))
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    else {
+    let Some(cursor) = parse_cursor(ctx.arg(1)) else {
         return ctx.err(b"ERR invalid cursor");
     };
     let (mut pattern, mut count, mut kind) = (None, 10usize, None);
@@ -209,4 +225,34 @@ pub fn flushall(ctx: &mut Ctx<'_, '_>) {
     // Flushed records are always freed on the reaper thread, so SYNC and ASYNC both return at once.
     ctx.db.flush();
     ctx.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cursor;
+
+    #[test]
+    fn cursors_parse_like_strtoul() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"+17"), Some(17));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            &b"18446744073709551616"[..],
+            b"-",
+            b"x",
+            b" 1",
+            b"1 ",
+            b"0x10",
+            b"1.0",
+        ] {
+            assert_eq!(
+                parse_cursor(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 }

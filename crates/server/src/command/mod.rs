@@ -358,10 +358,12 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
-/// Parses a float the way Redis's string2ld does for INCRBYFLOAT: no spaces, finite.
+/// Parses a float the way Redis's string2ld (`strtold`) does for INCRBYFLOAT: no spaces, not
+/// NaN, shorter than 5 KiB, decimal or C99 hexadecimal (`0x1.8p3`). (strtold reads long doubles,
+/// whose range is wider than f64's: `1e400` is a number there and infinite here.)
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
     if s.is_empty()
-        || s.len() > 5000
+        || s.len() >= 5 * 1024
         || s[0].is_ascii_whitespace()
         || s[s.len() - 1].is_ascii_whitespace()
     {
@@ -375,9 +377,100 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     let v: f64 = match lower.as_str() {
         "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
         "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ if lower.trim_start_matches(['+', '-']).starts_with("0x") => parse_hex_f64(&lower)?,
         _ => text.parse().ok()?,
     };
+    // strtold's ERANGE: a finite text too large for the type is refused, not made infinite.
+    if v.is_infinite() && !lower.contains("inf") {
+        return None;
+    }
     Some(v)
+}
+
+/// strtold's hexadecimal form, lowercased: `[+-]0x<hex>[.<hex>][p[+-]<decimal>]`.
+fn parse_hex_f64(text: &str) -> Option<f64> {
+    let (neg, rest) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let rest = rest.strip_prefix("0x")?;
+    let (digits, exponent) = match rest.split_once('p') {
+        Some((d, e)) => (d, Some(e)),
+        None => (rest, None),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    // 60 significant bits, then a sticky bit for what does not fit, round once in `as f64`.
+    let (mut mantissa, mut shift, mut sticky) = (0u64, 0i64, false);
+    for (c, is_frac) in int
+        .chars()
+        .map(|c| (c, false))
+        .chain(frac.chars().map(|c| (c, true)))
+    {
+        let d = u64::from(c.to_digit(16)?);
+        if mantissa >> 56 == 0 {
+            mantissa = mantissa << 4 | d;
+            shift -= if is_frac { 4 } else { 0 };
+        } else {
+            sticky |= d != 0;
+            shift += if is_frac { 0 } else { 4 };
+        }
+    }
+    if sticky {
+        mantissa |= 1;
+    }
+    if let Some(e) = exponent {
+        let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        // Beyond a few thousand the value is 0 or infinite anyway.
+        let digits = digits.trim_start_matches('0');
+        let magnitude: i64 = if digits.len() > 6 {
+            1_000_000
+        } else {
+            digits.parse().unwrap_or(0)
+        };
+        shift += if e.starts_with('-') {
+            -magnitude
+        } else {
+            magnitude
+        };
+    }
+    let shift = shift.clamp(-4000, 4000) as i32;
+    // Two steps so that neither factor overflows or underflows on its own.
+    let v = mantissa as f64 * 2f64.powi(shift / 2) * 2f64.powi(shift - shift / 2);
+    Some(if neg { -v } else { v })
+}
+
+/// An argument as Redis's `%s` shows it inside an error message: up to its first NUL byte.
+pub fn c_str(arg: &[u8]) -> &[u8] {
+    arg.split(|&b| b == 0).next().unwrap_or_default()
+}
+
+/// Redis's reply to an unknown command: the name (128 bytes at most) and the first arguments,
+/// quoted, until 128 bytes of them are shown (`commandCheckExistence`).
+pub fn unknown_command_error(args: &Args<'_>) -> Vec<u8> {
+    let name = c_str(args.get(0));
+    let mut msg = b"ERR unknown command '".to_vec();
+    msg.extend_from_slice(&name[..name.len().min(128)]);
+    msg.extend_from_slice(b"', with args beginning with: ");
+    let mut shown = 0;
+    for arg in args.tail(1) {
+        if shown >= 128 {
+            break;
+        }
+        let arg = c_str(arg);
+        let arg = &arg[..arg.len().min(128 - shown)];
+        msg.push(b'\'');
+        msg.extend_from_slice(arg);
+        msg.extend_from_slice(b"' ");
+        shown += arg.len() + 3;
+    }
+    msg
 }
 
 /// Lowercase name of a command for messages and stats.
@@ -418,5 +511,26 @@ mod tests {
         assert_eq!(parse_f64(b" 1"), None);
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b"abc"), None);
+        // strtold's hexadecimal floats, as INCRBYFLOAT accepts them in Redis.
+        assert_eq!(parse_f64(b"0x10"), Some(16.0));
+        assert_eq!(parse_f64(b"-0X1.8p1"), Some(-3.0));
+        assert_eq!(parse_f64(b"0x.8"), Some(0.5));
+        assert_eq!(parse_f64(b"+0x1p-2"), Some(0.25));
+        assert_eq!(parse_f64(b"0x1fffffffffffffp0"), Some(9007199254740991.0));
+        for bad in [
+            &b"0x"[..],
+            b"0xg",
+            b"0x1p",
+            b"0x1p+",
+            b"0x-1",
+            b"0x1.8q",
+            b"0x1 ",
+        ] {
+            assert_eq!(parse_f64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(parse_f64(b"1e5000"), None);
+        assert_eq!(parse_f64(b"-0x1p99999"), None);
+        assert_eq!(parse_f64(&[b'1'; 5119]), None);
+        assert_eq!(parse_f64(&[b'1'; 5120]), None);
     }
 }

@@ -25,26 +25,24 @@ pub fn get(ctx: &mut Ctx<'_, '_>) {
     })
 }
 
-/// Parsed expiry options of SET.
-enum ExpireOpt {
+/// Parsed expiry options of SET / GETEX. `At` keeps the option and its unvalidated amount: as in
+/// Redis, the amount is checked only once every option has parsed (a syntax error wins), and
+/// GETEX checks it only after the key's type.
+enum ExpireOpt<'a> {
     None,
     Keep,
-    At(u64),
+    Persist,
+    At(&'a [u8], &'a [u8]),
 }
 
-/// Parses EX/PX/EXAT/PXAT seconds-or-ms argument into an absolute deadline, replying with the
-/// error on failure.
-fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) -> Option<u64> {
-    match expire_deadline(opt, value, command) {
-        Ok(d) => Some(d),
-        Err(msg) => {
-            ctx.err(&msg);
-            None
-        }
+impl ExpireOpt<'_> {
+    fn is_timed(&self) -> bool {
+        matches!(self, ExpireOpt::At(..))
     }
 }
 
-/// As `parse_expire`, returning the error instead of replying it.
+/// The absolute deadline of an EX/PX/EXAT/PXAT amount, or the error Redis replies
+/// (`getExpireMillisecondsOrReply`).
 fn expire_deadline(opt: &[u8], value: &[u8], command: &str) -> Result<u64, Vec<u8>> {
     let Some(n) = parse_i64(value) else {
         return Err(NOT_INTEGER.to_vec());
@@ -61,36 +59,74 @@ fn expire_deadline(opt: &[u8], value: &[u8], command: &str) -> Result<u64, Vec<u
     }
 }
 
-pub fn set(ctx: &mut Ctx<'_, '_>) {
+/// Parses EX/PX/EXAT/PXAT seconds-or-ms argument into an absolute deadline, replying with the
+/// error on failure.
+fn parse_expire(ctx: &mut Ctx<'_, '_>, opt: &[u8], value: &[u8], command: &str) -> Option<u64> {
+    match expire_deadline(opt, value, command) {
+        Ok(d) => Some(d),
+        Err(msg) => {
+            ctx.err(&msg);
+            None
+        }
+    }
+}
+
+/// Redis's `parseExtendedStringArgumentsOrReply`: options may repeat (`NX NX`, `EX 1 EX 2`, the
+/// last amount wins) but not conflict (`NX XX`, `EX 1 PX 2`, `KEEPTTL EX 1`). `set` selects
+/// SET's options (NX XX GET KEEPTTL) over GETEX's (PERSIST). None: a syntax error.
+fn parse_string_options<'a>(
+    args: &super::Args<'a>,
+    from: usize,
+    set: bool,
+) -> Option<(Cond, bool, ExpireOpt<'a>)> {
     let mut cond = Cond::Always;
     let mut expire = ExpireOpt::None;
     let mut get_old = false;
-    let mut i = 3;
-    while i < ctx.argc() {
-        let opt = ctx.arg(i).to_ascii_lowercase();
-        let has_next = i + 1 < ctx.argc();
-        match opt.as_slice() {
-            b"nx" if cond == Cond::Always => cond = Cond::IfAbsent,
-            b"xx" if cond == Cond::Always => cond = Cond::IfPresent,
-            b"get" => get_old = true,
-            b"keepttl" if matches!(expire, ExpireOpt::None) => expire = ExpireOpt::Keep,
-            b"ex" | b"px" | b"exat" | b"pxat" if matches!(expire, ExpireOpt::None) && has_next => {
-                let value = ctx.arg(i + 1);
-                let Some(d) = parse_expire(ctx, &opt, value, "set") else {
-                    return;
-                };
-                expire = ExpireOpt::At(d);
+    let mut i = from;
+    while i < args.len() {
+        let opt = args.get(i);
+        let next = (i + 1 < args.len()).then(|| args.get(i + 1));
+        let lower = opt.to_ascii_lowercase();
+        // A timed option may repeat itself but not follow another kind of expiry.
+        let timed_ok = |expire: &ExpireOpt<'_>| match expire {
+            ExpireOpt::None => true,
+            ExpireOpt::At(prev, _) => prev.eq_ignore_ascii_case(opt),
+            _ => false,
+        };
+        match lower.as_slice() {
+            b"nx" if set && cond != Cond::IfPresent => cond = Cond::IfAbsent,
+            b"xx" if set && cond != Cond::IfAbsent => cond = Cond::IfPresent,
+            b"get" if set => get_old = true,
+            b"keepttl" if set && !expire.is_timed() => expire = ExpireOpt::Keep,
+            b"persist" if !set && !expire.is_timed() => expire = ExpireOpt::Persist,
+            b"ex" | b"px" | b"exat" | b"pxat" if timed_ok(&expire) => {
+                let value = next?;
+                expire = ExpireOpt::At(opt, value);
                 i += 1;
             }
-            _ => return ctx.err(SYNTAX),
+            _ => return None,
         }
         i += 1;
     }
+    Some((cond, get_old, expire))
+}
+
+pub fn set(ctx: &mut Ctx<'_, '_>) {
+    let Some((cond, get_old, expire)) = parse_string_options(&ctx.args, 3, true) else {
+        return ctx.err(SYNTAX);
+    };
     let ttl = match expire {
         ExpireOpt::Keep => Ttl::Keep,
-        ExpireOpt::At(d) => Ttl::Set(Some(d)),
+        ExpireOpt::At(opt, value) => match parse_expire(ctx, opt, value, "set") {
+            Some(d) => Ttl::Set(Some(d)),
+            None => return,
+        },
         _ => Ttl::Set(None),
     };
+    // EXAT/PXAT in the past: the write happens (NX/XX, GET and the reply as usual) and the key
+    // is gone at once, as Redis deletes it on its next access; keeping it would count it in
+    // DBSIZE until the reaper comes.
+    let expired = matches!(ttl, Ttl::Set(Some(d)) if d <= now_ms());
     let key = ctx.arg(1);
     let value = ctx.arg(2);
     let args = StoreArgs {
@@ -103,12 +139,19 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
     let out = &mut *ctx.out;
     let version = ctx.conn.version;
     ctx.db.write(key, |e| {
+        let store = |e: &mut store::Entry<'_>| {
+            let outcome = ops::store(e, &args);
+            if expired && matches!(outcome, StoreOutcome::Stored(_)) {
+                e.remove();
+            }
+            outcome
+        };
         if get_old {
             match ops::string_value(e.item()) {
                 Err(_) => resp::reply::error(out, WRONGTYPE),
                 Ok(old) => {
                     let old = old.map(|v| v.to_vec());
-                    if ops::store(e, &args) == StoreOutcome::OutOfMemory {
+                    if store(e) == StoreOutcome::OutOfMemory {
                         return resp::reply::error(out, OOM);
                     }
                     match old {
@@ -118,7 +161,7 @@ pub fn set(ctx: &mut Ctx<'_, '_>) {
                 }
             }
         } else {
-            match ops::store(e, &args) {
+            match store(e) {
                 StoreOutcome::Stored(_) => resp::reply::ok(out),
                 StoreOutcome::OutOfMemory => resp::reply::error(out, OOM),
                 _ => resp::reply::null(out, version),
@@ -211,47 +254,35 @@ pub fn getdel(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn getex(ctx: &mut Ctx<'_, '_>) {
-    // As Redis: the options' syntax is checked first, then the key's existence and type, and
-    // only then the expire time's value (a missing key answers nil whatever the time).
-    let mut persist = false;
-    let mut expire: Option<(Vec<u8>, usize)> = None;
-    let mut i = 2;
-    while i < ctx.argc() {
-        let opt = ctx.arg(i).to_ascii_lowercase();
-        let free = !persist && expire.is_none();
-        match opt.as_slice() {
-            b"persist" if free => persist = true,
-            b"ex" | b"px" | b"exat" | b"pxat" if free && i + 1 < ctx.argc() => {
-                expire = Some((opt, i + 1));
-                i += 1;
-            }
-            _ => return ctx.err(SYNTAX),
-        }
-        i += 1;
-    }
+    let Some((_, _, expire)) = parse_string_options(&ctx.args, 2, false) else {
+        return ctx.err(SYNTAX);
+    };
     let key = ctx.arg(1);
-    let expire = expire.map(|(opt, at)| (opt, ctx.arg(at)));
     let out = &mut *ctx.out;
     let version = ctx.conn.version;
     ctx.db.write(key, |e| {
+        // Redis's order: a missing key, then the type, then the expiry amount.
         let value = match ops::string_value(e.item()) {
             Err(_) => return resp::reply::error(out, WRONGTYPE),
             Ok(None) => return resp::reply::null(out, version),
             Ok(Some(v)) => v,
         };
-        let deadline = match &expire {
-            Some((opt, v)) => match expire_deadline(opt, v, "getex") {
+        let deadline = match expire {
+            ExpireOpt::At(opt, amount) => match expire_deadline(opt, amount, "getex") {
                 Ok(d) => Some(d),
                 Err(msg) => return resp::reply::error(out, &msg),
             },
-            None => None,
+            _ => None,
         };
         resp::reply::bulk(out, value);
-        match deadline {
-            _ if persist => drop(e.set_expire(None)),
-            Some(d) if d <= now_ms() => drop(e.remove()),
-            Some(d) => drop(e.set_expire(Some(d))),
-            None => {}
+        match (expire, deadline) {
+            // Only a removed deadline is a change (for WATCH and tracking), as in Redis.
+            (ExpireOpt::Persist, _) if e.item().is_some_and(|i| i.expire_at().is_some()) => {
+                e.set_expire(None);
+            }
+            (_, Some(d)) if d <= now_ms() => drop(e.remove()),
+            (_, Some(d)) => drop(e.set_expire(Some(d))),
+            _ => {}
         }
     })
 }

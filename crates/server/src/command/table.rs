@@ -103,7 +103,8 @@ pub static COMMANDS: &[Command] = &[
     cmd("exec", 1, NOQUEUE, NONE, txn::exec, "Executes the queued commands atomically."),
     cmd("discard", 1, FAST | NOQUEUE, NONE, txn::discard, "Discards the queued commands."),
     cmd("watch", -2, FAST | NOQUEUE | NOMULTI, ALL, txn::watch, "Aborts the next EXEC if these keys change."),
-    cmd("unwatch", 1, FAST | NOQUEUE, NONE, txn::unwatch, "Forgets all watched keys."),
+    // Queued inside MULTI, as in Redis (it then runs, harmlessly, as part of EXEC).
+    cmd("unwatch", 1, FAST, NONE, txn::unwatch, "Forgets all watched keys."),
     // Strings.
     cmd("get", 2, RF, ONE, strings::get, "Returns the value of a key."),
     cmd("set", -3, W, ONE, strings::set, "Sets the value of a key, with expiry and conditions."),
