@@ -238,11 +238,13 @@ fn check(input: &[u8], rng: &mut Rng) -> u64 {
                 Error::UnknownCommand { consumed } => {
                     assert!(*consumed <= input.len() && input[consumed - 1] == b'\n');
                 }
+                // Closing errors (a binary-protocol packet too) swallow all that arrived.
                 Error::Client {
                     close: true,
                     consumed,
                     ..
-                } => {
+                }
+                | Error::Binary { consumed, .. } => {
                     assert_eq!(*consumed, input.len());
                 }
                 // A refused block may be swallowed beyond what has arrived, never short of

@@ -156,6 +156,7 @@ fn check_request(input: &[u8], rng: &mut Rng) -> u64 {
         max_bulk_len: 1 + rng.below(16),
         max_multibulk_len: 1 + rng.below(4),
         max_inline_len: 1 + rng.below(16),
+        unauthenticated: rng.below(2) == 0,
     };
     let _ = parse_one(input, &tiny);
     signature ^ hash(format!("stream {}", all_at_once.0.len().min(3)).as_bytes())
