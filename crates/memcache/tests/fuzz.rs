@@ -116,7 +116,9 @@ fn drive(stream: &[u8], pieces: &[usize], max_value_size: usize) -> Vec<String> 
                 }
                 Ok(Parsed::Incomplete { .. }) => break,
                 Err(e) => {
-                    seen.push(format!("{e:?}").replace(&format!("{}", e.consumed()), "_"));
+                    // (Only the count is blanked: other numbers, such as a binary opaque, stay.)
+                    let consumed = format!("consumed: {}", e.consumed());
+                    seen.push(format!("{e:?}").replace(&consumed, "consumed: _"));
                     if e.close() {
                         return seen;
                     }
