@@ -64,11 +64,20 @@ fn utf8(sql: &[u8]) -> Result<&str, SqlError> {
     std::str::from_utf8(sql).map_err(|_| SqlError::bad("SQL text must be valid UTF-8"))
 }
 
-fn oom(shared: &Shared) -> SqlError {
+/// An out-of-memory class error: the database image is full (`SQLITE_FULL`), the statement
+/// needed more heap than the limit allows (`SQLITE_NOMEM`), or the stack guard stopped it.
+fn oom(shared: &Shared, code: Option<ErrorCode>) -> SqlError {
+    if crate::guard::take_tripped() {
+        return refused(shared, crate::guard::too_deep_message());
+    }
     shared.counters.oom.fetch_add(1, Relaxed);
-    let msg = match shared.config.max_memory {
-        0 => "SQL out of memory".to_string(),
-        max => format!(
+    let msg = match (shared.config.max_memory, code) {
+        (0, _) => "SQL out of memory".to_string(),
+        (max, Some(ErrorCode::OutOfMemory)) => format!(
+            "SQL memory limit reached: the statement needed more than the SQL heap limit ({} bytes, from --sql-maxmemory {max})",
+            crate::guard::heap_limit(max)
+        ),
+        (max, _) => format!(
             "SQL memory limit reached (--sql-maxmemory {max} bytes): writes are refused until rows are deleted or expire"
         ),
     };
@@ -86,7 +95,7 @@ fn compile_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
         return refused(shared, why);
     }
     match e.sqlite_error_code() {
-        Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared),
+        c @ Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared, c),
         _ => SqlError::new(ErrorKind::Syntax, sqlite_message(&e)),
     }
 }
@@ -111,7 +120,7 @@ fn run_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
                 format!("interrupted: waited longer than --sql-timeout ({ms} ms) for another statement to release the database"),
             )
         }
-        Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared),
+        c @ Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared, c),
         _ => SqlError::new(ErrorKind::Sqlite, sqlite_message(&e)),
     }
 }
@@ -266,6 +275,7 @@ pub(crate) fn query(
         Err(e) => return Outcome::Done(Err(e), Effects::default()),
     };
     conn.check_epoch(shared);
+    crate::guard::clear();
     let cached = conn.analyses.get(sql).cloned();
     let (a, mut stmt) = match cached {
         Some(a) if !a.readonly && side == Side::Reader => return Outcome::ToWriter,
@@ -353,6 +363,7 @@ pub(crate) fn exec(
         Err(e) => return (Err(e), fx),
     };
     conn.check_epoch(shared);
+    crate::guard::clear();
     if let Some(a) = conn.analyses.get(sql).cloned() {
         fx.ddl = a.ddl;
         fx.wrote = !a.readonly;

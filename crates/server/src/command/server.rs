@@ -226,6 +226,16 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
             human(max),
             policy.name()
         );
+        if let Some(sql) = &shared.sql {
+            // SQLite's whole heap (tables, caches, temporary b-trees) and its limit.
+            let s = sql.stats();
+            text.truncate(text.len() - 2);
+            let _ = write!(
+                text,
+                "sql_used_memory:{}\r\nsql_data_memory:{}\r\nsql_maxmemory:{}\r\nsql_heap_limit:{}\r\n\r\n",
+                s.memory_used, s.data_bytes, s.max_memory, s.heap_limit
+            );
+        }
     }
     if show("stats") {
         let s = &shared.stats;
