@@ -98,6 +98,8 @@ pub(crate) struct Analysis {
     pub ddl: bool,
     /// SQLite says it does not write (`sqlite3_stmt_readonly`).
     pub readonly: bool,
+    /// It is an ALTER TABLE (which may rename a table into cairn's reserved names).
+    pub alter: bool,
 }
 
 pub(crate) struct Conn {

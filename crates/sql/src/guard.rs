@@ -23,6 +23,7 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Once;
+use std::time::{Duration, Instant};
 
 /// Stack of every engine thread.
 pub(crate) const STACK_SIZE: usize = 32 << 20;
@@ -43,7 +44,16 @@ thread_local! {
     static FLOOR: Cell<usize> = const { Cell::new(0) };
     /// The guard refused an allocation since the last [`take_tripped`].
     static TRIPPED: Cell<bool> = const { Cell::new(false) };
+    /// While a user statement compiles: when compiling must end. SQLite's progress handler
+    /// does not run while it compiles, and expanding a deep view chain can take minutes.
+    static COMPILE_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Allocations since the clock was last read (it is read every [`CLOCK_EVERY`]).
+    static TICKS: Cell<u32> = const { Cell::new(0) };
+    /// The compile deadline refused an allocation since the last [`take_timed_out`].
+    static TIMED_OUT: Cell<bool> = const { Cell::new(false) };
 }
+
+const CLOCK_EVERY: u32 = 256;
 
 /// SQLite's default allocator, wrapped by [`guarded_malloc`] and [`guarded_realloc`].
 struct Methods(ffi::sqlite3_mem_methods);
@@ -74,7 +84,38 @@ fn too_deep() -> bool {
         TRIPPED.set(true);
         return true;
     }
+    if let Some(end) = COMPILE_DEADLINE.get() {
+        let n = TICKS.get().wrapping_add(1);
+        TICKS.set(n);
+        if n % CLOCK_EVERY == 0 && Instant::now() >= end {
+            TIMED_OUT.set(true);
+            return true;
+        }
+    }
     false
+}
+
+/// Bounds the compilation of a user statement by `timeout` until dropped: past it, SQLite's
+/// allocations fail and the statement fails to compile (see [`take_timed_out`]).
+pub(crate) struct Compiling;
+
+impl Compiling {
+    pub fn start(timeout: Duration) -> Compiling {
+        COMPILE_DEADLINE.set(Some(Instant::now() + timeout));
+        TIMED_OUT.set(false);
+        Compiling
+    }
+}
+
+impl Drop for Compiling {
+    fn drop(&mut self) {
+        COMPILE_DEADLINE.set(None);
+    }
+}
+
+/// Whether the compile deadline refused an allocation since the last call.
+pub(crate) fn take_timed_out() -> bool {
+    TIMED_OUT.replace(false)
 }
 
 unsafe extern "C" fn guarded_malloc(n: c_int) -> *mut c_void {
@@ -145,6 +186,7 @@ pub(crate) fn arm_thread() {
 /// Forgets an earlier refusal (before a statement is compiled).
 pub(crate) fn clear() {
     TRIPPED.set(false);
+    TIMED_OUT.set(false);
 }
 
 /// Whether the guard refused an allocation since [`clear`]: an out-of-memory error then means
