@@ -40,7 +40,11 @@ fn sql_for(kind: &str, n: usize) -> (Vec<String>, String, Vec<String>) {
             let neg = |e: &str| format!("{}{e}{}", "-(".repeat(400), ")".repeat(400));
             let mut setup = vec!["CREATE VIEW v0 AS SELECT 1 AS x".to_string()];
             for i in 1..n {
-                setup.push(format!("CREATE VIEW v{i} AS SELECT {} AS x FROM v{}", neg("x"), i - 1));
+                setup.push(format!(
+                    "CREATE VIEW v{i} AS SELECT {} AS x FROM v{}",
+                    neg("x"),
+                    i - 1
+                ));
             }
             (setup, format!("SELECT * FROM v{}", n - 1), vec![])
         }

@@ -199,12 +199,14 @@ fn renames<R>(
     let before = reserved();
     let out = run();
     if out.is_ok() && reserved().ok() != before.ok() {
-        let _ = conn.internal(|db| {
-            db.execute_batch("ROLLBACK TO _cairn_alter; RELEASE _cairn_alter")
-        });
+        let _ =
+            conn.internal(|db| db.execute_batch("ROLLBACK TO _cairn_alter; RELEASE _cairn_alter"));
         return Err(refused(
             shared,
-            format!("names starting with {} are reserved", crate::sandbox::RESERVED),
+            format!(
+                "names starting with {} are reserved",
+                crate::sandbox::RESERVED
+            ),
         ));
     }
     let _ = conn.internal(|db| db.execute_batch("RELEASE _cairn_alter"));
@@ -363,8 +365,11 @@ pub(crate) fn query(
         wrote: !a.readonly,
     };
     let conn = &*conn;
-    let result = before(shared, conn, side, &a)
-        .and_then(|()| renames(shared, conn, a.alter, || rows(shared, conn, stmt.get(), params)));
+    let result = before(shared, conn, side, &a).and_then(|()| {
+        renames(shared, conn, a.alter, || {
+            rows(shared, conn, stmt.get(), params)
+        })
+    });
     drop(stmt);
     Outcome::Done(finish_txn(conn, result), effects)
 }

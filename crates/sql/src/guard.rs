@@ -87,7 +87,7 @@ fn too_deep() -> bool {
     if let Some(end) = COMPILE_DEADLINE.get() {
         let n = TICKS.get().wrapping_add(1);
         TICKS.set(n);
-        if n % CLOCK_EVERY == 0 && Instant::now() >= end {
+        if n.is_multiple_of(CLOCK_EVERY) && Instant::now() >= end {
             TIMED_OUT.set(true);
             return true;
         }

@@ -100,7 +100,11 @@ fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
         AuthAction::Update { table_name, .. } => system(table_name),
         _ => false,
     };
-    if !upkeep && ctx.database_name.is_some_and(|d| d.eq_ignore_ascii_case("temp")) {
+    if !upkeep
+        && ctx
+            .database_name
+            .is_some_and(|d| d.eq_ignore_ascii_case("temp"))
+    {
         return Err(NO_TEMP.into());
     }
     match ctx.action {

@@ -58,7 +58,10 @@ fn long_like_and_glob_patterns_from_the_issue() {
         vec![text("a".into()), text("%a".repeat(30_000))],
     )
     .unwrap_err();
-    assert!(err.message.contains("LIKE or GLOB pattern too complex"), "{err}");
+    assert!(
+        err.message.contains("LIKE or GLOB pattern too complex"),
+        "{err}"
+    );
     still_serves(&e);
 }
 
@@ -111,7 +114,11 @@ fn views_whose_flattened_expressions_nest_deeply_are_refused() {
     let neg = |x: &str| format!("{}{x}{}", "-(".repeat(400), ")".repeat(400));
     let mut script = String::from("CREATE VIEW w0 AS SELECT 1 AS x;");
     for i in 1..100 {
-        script += &format!("CREATE VIEW w{i} AS SELECT {} AS x FROM w{};", neg("x"), i - 1);
+        script += &format!(
+            "CREATE VIEW w{i} AS SELECT {} AS x FROM w{};",
+            neg("x"),
+            i - 1
+        );
     }
     exec(&e, &script, vec![]);
     let err = try_query(&e, "SELECT x FROM w99", vec![]).unwrap_err();
@@ -181,7 +188,10 @@ fn shape() -> impl Strategy<Value = Shape> {
 
 fn statement(s: &Shape) -> (String, Vec<Value>) {
     match *s {
-        Shape::Parens(n) => (format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n)), vec![]),
+        Shape::Parens(n) => (
+            format!("SELECT {}1{}", "(".repeat(n), ")".repeat(n)),
+            vec![],
+        ),
         Shape::Subqueries(n) => (
             format!(
                 "SELECT * FROM {}(SELECT 1){}",
@@ -205,7 +215,11 @@ fn statement(s: &Shape) -> (String, Vec<Value>) {
         }
         Shape::Unary(n) => (format!("SELECT {}1", "-".repeat(n)), vec![]),
         Shape::Case(n) => (
-            format!("SELECT {}1{}", "CASE WHEN 1 THEN ".repeat(n), " END".repeat(n)),
+            format!(
+                "SELECT {}1{}",
+                "CASE WHEN 1 THEN ".repeat(n),
+                " END".repeat(n)
+            ),
             vec![],
         ),
     }
