@@ -7,7 +7,10 @@
 //! owned by its own thread. memdb gives every connection its own pager over one shared image,
 //! so readers of the same table run in parallel; SQLite allows one writer at a time anyway, so
 //! writes, DDL and expiry go through the single writer thread. Callers never run SQL: they
-//! queue a request and get a callback on an engine thread.
+//! queue a request and get a callback on an engine thread. Query texts that ran long queue in a
+//! heavy lane that one extra *express* reader never takes, so quick queries are not stuck
+//! behind them; requests of clients that went away are dropped ([`SqlEngine::submit_for`]).
+//! No statement can overflow an engine thread's stack or outgrow the heap limit (`guard.rs`).
 //!
 //! Semantics the server relies on:
 //! - Arguments arrive as bytes; [`Value::from_bulk`] binds valid UTF-8 as TEXT, anything else
@@ -56,7 +59,9 @@ pub struct SqlConfig {
     /// `--sql-max-result`: largest result, in bytes (payload plus 16 per value).
     pub max_result_bytes: usize,
     /// `--sql-maxmemory`: largest database image in bytes (0 = unlimited); at the limit writes
-    /// fail with [`ErrorKind::OutOfMemory`] while reads and deletes keep working.
+    /// fail with [`ErrorKind::OutOfMemory`] while reads and deletes keep working. SQLite's whole
+    /// heap is capped at this plus half of it (at least 32 MiB): a statement needing more (a huge
+    /// temporary b-tree) fails with [`ErrorKind::OutOfMemory`].
     pub max_memory: u64,
     /// Reader threads (connections). The writer thread and one express reader (which runs
     /// only statements not known to be heavy) come on top.
