@@ -190,6 +190,8 @@ struct Args {
     sql_max_result: usize,
 
     /// Memory limit of the SQL tables (0 = unlimited); at the limit SQL writes fail with OOM.
+    /// SQLite's whole heap (caches, temporary b-trees) is capped at it plus half of it (at
+    /// least 32 MiB); a statement needing more fails.
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
     sql_maxmemory: u64,
 

@@ -3,6 +3,7 @@
 //! Every connection is owned by one engine thread for its whole life, so the per-statement
 //! deadline lives in a thread-local: SQLite's progress and busy handlers run on that thread.
 
+use crate::guard;
 use crate::sandbox::{self, AuthState};
 use crate::shared::Shared;
 use parking_lot::Mutex;
@@ -97,6 +98,8 @@ pub(crate) struct Analysis {
     pub ddl: bool,
     /// SQLite says it does not write (`sqlite3_stmt_readonly`).
     pub readonly: bool,
+    /// It is an ALTER TABLE (which may rename a table into cairn's reserved names).
+    pub alter: bool,
 }
 
 pub(crate) struct Conn {
@@ -178,7 +181,17 @@ fn harden(db: &Connection, shared: &Shared) -> rusqlite::Result<()> {
     let cfg = &shared.config;
     let length = cfg.max_result_bytes.clamp(1 << 20, 1_000_000_000) as i32;
     db.set_limit(Limit::SQLITE_LIMIT_LENGTH, length)?;
-    db.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, length.min(100 << 20))?;
+    db.set_limit(
+        Limit::SQLITE_LIMIT_SQL_LENGTH,
+        length.min(guard::SQL_LENGTH),
+    )?;
+    // Limits that bound SQLite's recursion (see `crate::guard` for the stack they need).
+    db.set_limit(
+        Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH,
+        guard::LIKE_PATTERN_LENGTH,
+    )?;
+    db.set_limit(Limit::SQLITE_LIMIT_EXPR_DEPTH, guard::EXPR_DEPTH)?;
+    db.set_limit(Limit::SQLITE_LIMIT_COMPOUND_SELECT, guard::COMPOUND_SELECT)?;
     db.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
     db.set_limit(Limit::SQLITE_LIMIT_TRIGGER_DEPTH, 64)?;
     db.set_limit(Limit::SQLITE_LIMIT_WORKER_THREADS, 0)?;

@@ -24,6 +24,8 @@ pub enum ErrorKind {
     BadArgument,
     /// The engine is shutting down.
     Shutdown,
+    /// The client went away before its request ran; the request was dropped.
+    Cancelled,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +48,13 @@ impl SqlError {
 
     pub(crate) fn bad(message: impl Into<String>) -> SqlError {
         SqlError::new(ErrorKind::BadArgument, message)
+    }
+
+    pub(crate) fn cancelled() -> SqlError {
+        SqlError::new(
+            ErrorKind::Cancelled,
+            "SQL request dropped: the client disconnected before it ran",
+        )
     }
 
     pub(crate) fn shutdown() -> SqlError {

@@ -64,11 +64,28 @@ fn utf8(sql: &[u8]) -> Result<&str, SqlError> {
     std::str::from_utf8(sql).map_err(|_| SqlError::bad("SQL text must be valid UTF-8"))
 }
 
-fn oom(shared: &Shared) -> SqlError {
+/// An out-of-memory class error: the database image is full (`SQLITE_FULL`), the statement
+/// needed more heap than the limit allows (`SQLITE_NOMEM`), or the stack guard stopped it.
+fn oom(shared: &Shared, code: Option<ErrorCode>) -> SqlError {
+    if crate::guard::take_tripped() {
+        return refused(shared, crate::guard::too_deep_message());
+    }
+    if crate::guard::take_timed_out() {
+        shared.counters.interrupted.fetch_add(1, Relaxed);
+        let ms = shared.config.timeout.as_millis();
+        return SqlError::new(
+            ErrorKind::Timeout,
+            format!("interrupted: statement took longer than --sql-timeout ({ms} ms) to compile"),
+        );
+    }
     shared.counters.oom.fetch_add(1, Relaxed);
-    let msg = match shared.config.max_memory {
-        0 => "SQL out of memory".to_string(),
-        max => format!(
+    let msg = match (shared.config.max_memory, code) {
+        (0, _) => "SQL out of memory".to_string(),
+        (max, Some(ErrorCode::OutOfMemory)) => format!(
+            "SQL memory limit reached: the statement needed more than the SQL heap limit ({} bytes, from --sql-maxmemory {max})",
+            crate::guard::heap_limit(max)
+        ),
+        (max, _) => format!(
             "SQL memory limit reached (--sql-maxmemory {max} bytes): writes are refused until rows are deleted or expire"
         ),
     };
@@ -86,7 +103,7 @@ fn compile_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
         return refused(shared, why);
     }
     match e.sqlite_error_code() {
-        Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared),
+        c @ Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared, c),
         _ => SqlError::new(ErrorKind::Syntax, sqlite_message(&e)),
     }
 }
@@ -111,7 +128,7 @@ fn run_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
                 format!("interrupted: waited longer than --sql-timeout ({ms} ms) for another statement to release the database"),
             )
         }
-        Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared),
+        c @ Some(ErrorCode::OutOfMemory | ErrorCode::DiskFull) => oom(shared, c),
         _ => SqlError::new(ErrorKind::Sqlite, sqlite_message(&e)),
     }
 }
@@ -155,6 +172,51 @@ fn before(shared: &Shared, conn: &Conn, side: Side, a: &Analysis) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Runs an ALTER TABLE under a savepoint and undoes it if it created a name in cairn's
+/// reserved `_cairn_` space (`ALTER TABLE t RENAME TO _cairn_meta_x`): SQLite does not show
+/// a RENAME's new name to the authorizer, so the schema is compared before and after.
+fn renames<R>(
+    shared: &Shared,
+    conn: &Conn,
+    alter: bool,
+    run: impl FnOnce() -> Result<R, SqlError>,
+) -> Result<R, SqlError> {
+    if !alter {
+        return run();
+    }
+    let reserved = || {
+        conn.internal(|db| {
+            db.query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name LIKE '\\_cairn\\_%' ESCAPE '\\'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+    };
+    conn.internal(|db| db.execute_batch("SAVEPOINT _cairn_alter"))?;
+    let before = reserved();
+    let out = run();
+    if out.is_ok() && reserved().ok() != before.ok() {
+        let _ =
+            conn.internal(|db| db.execute_batch("ROLLBACK TO _cairn_alter; RELEASE _cairn_alter"));
+        return Err(refused(
+            shared,
+            format!(
+                "names starting with {} are reserved",
+                crate::sandbox::RESERVED
+            ),
+        ));
+    }
+    let _ = conn.internal(|db| db.execute_batch("RELEASE _cairn_alter"));
+    out
+}
+
+/// Compiles under the statement timeout (see [`crate::guard::Compiling`]).
+fn compiling<R>(shared: &Shared, f: impl FnOnce() -> R) -> R {
+    let _bounded = crate::guard::Compiling::start(shared.config.timeout);
+    f()
 }
 
 fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
@@ -266,10 +328,11 @@ pub(crate) fn query(
         Err(e) => return Outcome::Done(Err(e), Effects::default()),
     };
     conn.check_epoch(shared);
+    crate::guard::clear();
     let cached = conn.analyses.get(sql).cloned();
     let (a, mut stmt) = match cached {
         Some(a) if !a.readonly && side == Side::Reader => return Outcome::ToWriter,
-        Some(a) => match conn.db.prepare_cached(sql) {
+        Some(a) => match compiling(shared, || conn.db.prepare_cached(sql)) {
             Ok(stmt) => (a, Prepared::Cached(stmt)),
             Err(e) => {
                 return Outcome::Done(Err(compile_error(shared, conn, e)), Effects::default())
@@ -277,7 +340,7 @@ pub(crate) fn query(
         },
         None => {
             conn.auth.lock().reset();
-            let stmt = match conn.db.prepare(sql) {
+            let stmt = match compiling(shared, || conn.db.prepare(sql)) {
                 Ok(stmt) => stmt,
                 Err(rusqlite::Error::MultipleStatement) => {
                     let e = SqlError::bad(
@@ -302,8 +365,11 @@ pub(crate) fn query(
         wrote: !a.readonly,
     };
     let conn = &*conn;
-    let result =
-        before(shared, conn, side, &a).and_then(|()| rows(shared, conn, stmt.get(), params));
+    let result = before(shared, conn, side, &a).and_then(|()| {
+        renames(shared, conn, a.alter, || {
+            rows(shared, conn, stmt.get(), params)
+        })
+    });
     drop(stmt);
     Outcome::Done(finish_txn(conn, result), effects)
 }
@@ -353,31 +419,35 @@ pub(crate) fn exec(
         Err(e) => return (Err(e), fx),
     };
     conn.check_epoch(shared);
+    crate::guard::clear();
     if let Some(a) = conn.analyses.get(sql).cloned() {
         fx.ddl = a.ddl;
         fx.wrote = !a.readonly;
         let conn = &*conn;
         let result = before(shared, conn, Side::Writer, &a).and_then(|()| {
-            let mut stmt = conn
-                .db
-                .prepare_cached(sql)
+            let mut stmt = compiling(shared, || conn.db.prepare_cached(sql))
                 .map_err(|e| compile_error(shared, conn, e))?;
-            changes(shared, conn, &mut stmt, params, a.dml && !a.ddl)
+            renames(shared, conn, a.alter, || {
+                changes(shared, conn, &mut stmt, params, a.dml && !a.ddl)
+            })
         });
         return (finish_txn(conn, result.map(Reply::Changed)), fx);
     }
     conn.auth.lock().reset();
     // An error means a script, or a statement that cannot compile: the script path reports
     // the latter exactly as it would for a one-statement script.
-    let single = conn.db.prepare(sql).ok();
+    let single = compiling(shared, || conn.db.prepare(sql)).ok();
     if let Some(mut stmt) = single {
         let a = analysis(conn, &stmt);
         fx.ddl = a.ddl;
         fx.wrote = !a.readonly;
         let a = remember(&mut conn.analyses, sql, a);
         let conn = &*conn;
-        let result = before(shared, conn, Side::Writer, &a)
-            .and_then(|()| changes(shared, conn, &mut stmt, params, a.dml && !a.ddl));
+        let result = before(shared, conn, Side::Writer, &a).and_then(|()| {
+            renames(shared, conn, a.alter, || {
+                changes(shared, conn, &mut stmt, params, a.dml && !a.ddl)
+            })
+        });
         drop(stmt);
         return (finish_txn(conn, result.map(Reply::Changed)), fx);
     }
@@ -397,7 +467,7 @@ fn script(
     let (mut used, mut total) = (0usize, 0u64);
     loop {
         conn.auth.lock().reset();
-        let mut stmt = match batch.next() {
+        let mut stmt = match compiling(shared, || batch.next()) {
             Ok(Some(stmt)) => stmt,
             Ok(None) => break,
             Err(e) => return Err(compile_error(shared, conn, e)),
@@ -414,7 +484,9 @@ fn script(
         };
         used += k;
         before(shared, conn, Side::Writer, &a)?;
-        total += changes(shared, conn, &mut stmt, mine, a.dml && !a.ddl)?;
+        total += renames(shared, conn, a.alter, || {
+            changes(shared, conn, &mut stmt, mine, a.dml && !a.ddl)
+        })?;
     }
     if used != params.len() {
         return Err(SqlError::bad(format!(

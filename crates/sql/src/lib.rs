@@ -7,7 +7,10 @@
 //! owned by its own thread. memdb gives every connection its own pager over one shared image,
 //! so readers of the same table run in parallel; SQLite allows one writer at a time anyway, so
 //! writes, DDL and expiry go through the single writer thread. Callers never run SQL: they
-//! queue a request and get a callback on an engine thread.
+//! queue a request and get a callback on an engine thread. Query texts that ran long queue in a
+//! heavy lane that one extra *express* reader never takes, so quick queries are not stuck
+//! behind them; requests of clients that went away are dropped ([`SqlEngine::submit_for`]).
+//! No statement can overflow an engine thread's stack or outgrow the heap limit (`guard.rs`).
 //!
 //! Semantics the server relies on:
 //! - Arguments arrive as bytes; [`Value::from_bulk`] binds valid UTF-8 as TEXT, anything else
@@ -28,6 +31,7 @@ mod conn;
 mod error;
 mod exec;
 mod expiry;
+mod guard;
 mod pace;
 mod queue;
 mod registry;
@@ -55,9 +59,12 @@ pub struct SqlConfig {
     /// `--sql-max-result`: largest result, in bytes (payload plus 16 per value).
     pub max_result_bytes: usize,
     /// `--sql-maxmemory`: largest database image in bytes (0 = unlimited); at the limit writes
-    /// fail with [`ErrorKind::OutOfMemory`] while reads and deletes keep working.
+    /// fail with [`ErrorKind::OutOfMemory`] while reads and deletes keep working. SQLite's whole
+    /// heap is capped at this plus half of it (at least 32 MiB): a statement needing more (a huge
+    /// temporary b-tree) fails with [`ErrorKind::OutOfMemory`].
     pub max_memory: u64,
-    /// Reader threads (connections). The writer thread comes on top.
+    /// Reader threads (connections). The writer thread and one express reader (which runs
+    /// only statements not known to be heavy) come on top.
     pub threads: usize,
     /// How often the writer looks for expired rows in the background.
     pub sweep_interval: Duration,
@@ -79,6 +86,10 @@ impl Default for SqlConfig {
 /// Completion callback of [`SqlEngine::submit`].
 pub type Done = Box<dyn FnOnce(Result<Reply, SqlError>) + Send>;
 
+/// Tells whether the client behind a request has gone (disconnected): its queued work is then
+/// dropped instead of run, and `done` gets an [`ErrorKind::Cancelled`] error.
+pub type Gone = Box<dyn Fn() -> bool + Send>;
+
 pub struct SqlEngine {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -91,6 +102,8 @@ static NEXT_DB: AtomicU64 = AtomicU64::new(0);
 impl SqlEngine {
     pub fn new(mut config: SqlConfig) -> Result<Arc<SqlEngine>, SqlError> {
         config.threads = config.threads.max(1);
+        // Before the first connection: SQLite must not be initialised yet.
+        guard::install();
         let uri = format!(
             "file:/cairn-sql-{}-{}?vfs=memdb",
             std::process::id(),
@@ -111,10 +124,7 @@ impl SqlEngine {
                 "cannot set the SQL memory limit",
             ));
         }
-        if cfg.max_memory > 0 {
-            // Process-wide (only this engine uses SQLite): page caches shrink under pressure.
-            unsafe { rusqlite::ffi::sqlite3_soft_heap_limit64(cap) };
-        }
+        guard::set_heap_limit(cfg.max_memory);
         writer.internal(|db| db.execute_batch(expiry::INIT))?;
         // The writer touches pages all over the image (tables, indexes, row metadata); a bigger
         // cache saves re-reading them from the memdb image. Readers keep SQLite's 2 MB: every
@@ -124,7 +134,8 @@ impl SqlEngine {
             max => (max / 4 / 1024).clamp(2048, 32768),
         };
         writer.internal(|db| db.pragma_update(None, "cache_size", -(cache_kib as i64)))?;
-        let readers = (0..cfg.threads)
+        // The last reader is the express one.
+        let readers = (0..=cfg.threads)
             .map(|_| Conn::open(&shared))
             .collect::<Result<Vec<_>, _>>()?;
         let mut interrupts = vec![writer.db.get_interrupt_handle()];
@@ -136,9 +147,12 @@ impl SqlEngine {
         })?);
         for (i, conn) in readers.into_iter().enumerate() {
             let s = shared.clone();
-            threads.push(spawn(format!("sql-reader-{i}"), move || {
-                worker::reader(s, conn)
-            })?);
+            let express = i == cfg.threads;
+            let name = match express {
+                true => "sql-express".to_string(),
+                false => format!("sql-reader-{i}"),
+            };
+            threads.push(spawn(name, move || worker::reader(s, conn, express))?);
         }
         Ok(Arc::new(SqlEngine {
             shared,
@@ -151,11 +165,24 @@ impl SqlEngine {
     /// beyond queueing. After [`shutdown`](Self::shutdown), `done` is called at once, on the
     /// caller's thread, with an [`ErrorKind::Shutdown`] error.
     pub fn submit(&self, request: Request, done: Done) {
-        let queue = match &request {
-            Request::Exec { .. } | Request::Expire { rules: Some(_), .. } => &self.shared.writer,
-            _ => &self.shared.readers,
+        self.submit_for(request, None, done)
+    }
+
+    /// [`submit`](Self::submit) for a client that may go away while the request queues:
+    /// `gone` is asked before the request runs, and a gone client's request is dropped.
+    /// Queries known to run long (by their SQL text) wait in the readers' heavy lane.
+    pub fn submit_for(&self, request: Request, gone: Option<Gone>, done: Done) {
+        let shared = &self.shared;
+        let pushed = match &request {
+            Request::Exec { .. } | Request::Expire { rules: Some(_), .. } => {
+                shared.writer.push(Job::Request(request, done, gone))
+            }
+            Request::Query { sql, .. } if shared.heavy.is_heavy(shared.heavy.key(sql)) => {
+                shared.readers.push_heavy(Job::Request(request, done, gone))
+            }
+            _ => shared.readers.push(Job::Request(request, done, gone)),
         };
-        if let Err(job) = queue.push(Job::Request(request, done)) {
+        if let Err(job) = pushed {
             job.abandon();
         }
     }
@@ -200,6 +227,13 @@ impl SqlEngine {
         }
     }
 
+    /// Whether SQLite's allocator carries the stack-depth guard (see `guard.rs`); false only
+    /// if something initialised SQLite in this process before the first engine started.
+    #[doc(hidden)]
+    pub fn stack_guard_active(&self) -> bool {
+        guard::active()
+    }
+
     /// Moves the engine clock forward (tests of AGE expiry without sleeping).
     #[doc(hidden)]
     pub fn advance_clock(&self, by: Duration) {
@@ -216,8 +250,10 @@ impl Drop for SqlEngine {
 fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, SqlError> {
     thread::Builder::new()
         .name(name)
+        .stack_size(guard::STACK_SIZE)
         .spawn(move || {
             pace::batch_thread();
+            guard::arm_thread();
             f()
         })
         .map_err(|e| SqlError::new(ErrorKind::Sqlite, format!("cannot start SQL thread: {e}")))

@@ -82,10 +82,31 @@ pub(crate) fn authorize(st: &mut AuthState, ctx: AuthContext<'_>) -> Authorizati
     }
 }
 
+const NO_TEMP: &str =
+    "TEMP objects are not allowed (each command may run on a different pooled connection)";
+
 fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
     // Writes to the engine's tables are allowed only from the engine's own triggers.
     let from_engine = ctx.accessor.is_some_and(reserved);
     let top_level = ctx.accessor.is_none();
+    // `CREATE TABLE temp.t` is no TEMP action to SQLite, only a plain one in the temp schema:
+    // judge by the schema name too, or such a table would shadow a main one of the same name
+    // on one pooled connection (issue 11, item 5). Reading the temp schema is harmless, and
+    // so is the UPDATE of its (empty) catalog that ALTER TABLE RENAME makes. Inserting into
+    // that catalog is creating something there (`CREATE TRIGGER temp.t … ON main_table` is
+    // announced as a plain trigger of the main schema).
+    let upkeep = match ctx.action {
+        AuthAction::Read { .. } => true,
+        AuthAction::Update { table_name, .. } => system(table_name),
+        _ => false,
+    };
+    if !upkeep
+        && ctx
+            .database_name
+            .is_some_and(|d| d.eq_ignore_ascii_case("temp"))
+    {
+        return Err(NO_TEMP.into());
+    }
     match ctx.action {
         AuthAction::Select | AuthAction::Recursive | AuthAction::Transaction { .. } => Ok(()),
         AuthAction::Savepoint { .. } | AuthAction::Reindex { .. } => Ok(()),
@@ -138,10 +159,17 @@ fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
         | AuthAction::DropTempTable { .. }
         | AuthAction::DropTempIndex { .. }
         | AuthAction::DropTempTrigger { .. }
-        | AuthAction::DropTempView { .. } => Err(
-            "TEMP objects are not allowed (each command may run on a different pooled connection)"
-                .into(),
-        ),
+        | AuthAction::DropTempView { .. } => Err(NO_TEMP.into()),
+        // Indexes and triggers of cairn's tables are cairn's: a user one could change or
+        // block its row bookkeeping.
+        AuthAction::CreateIndex { table_name, .. }
+        | AuthAction::CreateTrigger { table_name, .. }
+            if reserved(table_name) =>
+        {
+            Err(format!(
+                "{table_name} belongs to cairn: indexes and triggers on it are not allowed"
+            ))
+        }
         AuthAction::CreateTable { table_name: n }
         | AuthAction::CreateView { view_name: n }
         | AuthAction::CreateIndex { index_name: n, .. }
@@ -194,12 +222,21 @@ fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
         | AuthAction::DropTrigger {
             trigger_name: n, ..
         }
-        | AuthAction::DropVtable { table_name: n, .. }
-        | AuthAction::AlterTable { table_name: n, .. } => {
+        | AuthAction::DropVtable { table_name: n, .. } => {
             if reserved(n) {
                 return Err(format!("{n} belongs to cairn and cannot be changed"));
             }
             st.seen.ddl = true;
+            Ok(())
+        }
+        AuthAction::AlterTable { table_name: n, .. } => {
+            if reserved(n) {
+                return Err(format!("{n} belongs to cairn and cannot be changed"));
+            }
+            // The new name of a RENAME is not shown to the authorizer: the engine checks the
+            // schema after the statement instead (`exec::renames`).
+            st.seen.ddl = true;
+            st.seen.alter = true;
             Ok(())
         }
         AuthAction::Analyze { .. } => {

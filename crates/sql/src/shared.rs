@@ -10,10 +10,12 @@ use std::sync::atomic::{
 use std::sync::{mpsc, Arc};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-pub(crate) use crate::Done;
+pub(crate) use crate::{Done, Gone};
 
 pub(crate) enum Job {
-    Request(Request, Done),
+    /// A client's request, with the callback for its result and, when the client can go away
+    /// before its turn, the test for that (such work is dropped, not run).
+    Request(Request, Done, Option<Gone>),
     /// Remove `table`'s expired rows. `basis` is the operation count to judge OPS by (the one a
     /// waiting statement saw); `waiter` is told when a statement waits for the removal.
     Expire {
@@ -27,7 +29,7 @@ impl Job {
     /// Fails the job because the engine is going away.
     pub fn abandon(self) {
         match self {
-            Job::Request(_, done) => done(Err(SqlError::shutdown())),
+            Job::Request(_, done, _) => done(Err(SqlError::shutdown())),
             Job::Expire {
                 waiter: Some(w), ..
             } => {
@@ -78,6 +80,50 @@ pub(crate) struct Counters {
     pub expired_rows: AtomicU64,
     pub expired_ops: AtomicU64,
     pub data_bytes: AtomicU64,
+    pub cancelled: AtomicU64,
+}
+
+/// SQL texts of statements that ran long lately (direct-mapped by hash, so bounded; a
+/// collision only forgets one): they queue in the readers' heavy lane, which the express
+/// reader leaves alone, so quick statements are not stuck behind them.
+pub(crate) struct HeavyTexts {
+    hasher: std::collections::hash_map::RandomState,
+    slots: Vec<AtomicU64>,
+}
+
+/// A statement that ran at least this long is heavy next time.
+pub(crate) const HEAVY: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl HeavyTexts {
+    fn new() -> HeavyTexts {
+        HeavyTexts {
+            hasher: Default::default(),
+            slots: (0..4096).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub fn key(&self, sql: &[u8]) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(sql) | 1
+    }
+
+    fn slot(&self, key: u64) -> &AtomicU64 {
+        &self.slots[(key % self.slots.len() as u64) as usize]
+    }
+
+    pub fn is_heavy(&self, key: u64) -> bool {
+        self.slot(key).load(Relaxed) == key
+    }
+
+    /// Records how long the statement with `key` ran.
+    pub fn note(&self, key: u64, took: std::time::Duration) {
+        let slot = self.slot(key);
+        if took >= HEAVY {
+            slot.store(key, Relaxed);
+        } else if slot.load(Relaxed) == key {
+            slot.store(0, Relaxed);
+        }
+    }
 }
 
 pub(crate) struct Shared {
@@ -87,6 +133,7 @@ pub(crate) struct Shared {
     pub clock: Clock,
     pub registry: Registry,
     pub counters: Counters,
+    pub heavy: HeavyTexts,
     /// Bumped by the writer after each schema change.
     schema_epoch: AtomicU64,
     /// Bumped by the writer after each job that may have changed data.
@@ -103,6 +150,7 @@ impl Shared {
             clock: Clock::new(),
             registry: Registry::default(),
             counters: Counters::default(),
+            heavy: HeavyTexts::new(),
             schema_epoch: AtomicU64::new(0),
             data_epoch: AtomicU64::new(0),
             readers: Queue::new(),
@@ -138,6 +186,8 @@ impl Shared {
         let c = &self.counters;
         SqlStats {
             memory_used: unsafe { rusqlite::ffi::sqlite3_memory_used() }.max(0) as u64,
+            heap_limit: crate::guard::heap_limit(self.config.max_memory),
+            cancelled: c.cancelled.load(Relaxed),
             data_bytes: c.data_bytes.load(Relaxed),
             max_memory: self.config.max_memory,
             statements: c.statements.load(Relaxed),

@@ -99,6 +99,11 @@ pub enum Reply {
 pub struct SqlStats {
     /// Bytes SQLite has allocated in this process (data, page caches, statements).
     pub memory_used: u64,
+    /// SQLite's heap limit derived from `max_memory` (0 = none): image, caches, temporary
+    /// b-trees and statements together.
+    pub heap_limit: u64,
+    /// Queued statements dropped because their client went away before their turn.
+    pub cancelled: u64,
     /// Bytes of this engine's database image (tables, indexes, row metadata).
     pub data_bytes: u64,
     /// `max_memory` from the config (0 = unlimited).

@@ -12,9 +12,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) fn reader(shared: Arc<Shared>, mut conn: Conn) {
+/// A reader; the express one takes only statements not known to be heavy.
+pub(crate) fn reader(shared: Arc<Shared>, mut conn: Conn, express: bool) {
     loop {
-        match shared.readers.pop(None) {
+        let next = match express {
+            true => shared.readers.pop_light(),
+            false => shared.readers.pop(None),
+        };
+        match next {
             Pop::Job(job) => reader_job(&shared, &mut conn, job),
             Pop::Idle => {}
             Pop::Closed => return,
@@ -38,26 +43,41 @@ pub(crate) fn writer(shared: Arc<Shared>, mut conn: Conn) {
     }
 }
 
+/// Drops the request of a client that has gone; true if it did.
+fn dropped(shared: &Shared, gone: &Option<crate::Gone>) -> bool {
+    if gone.as_ref().is_some_and(|g| g()) {
+        shared.counters.cancelled.fetch_add(1, Relaxed);
+        return true;
+    }
+    false
+}
+
 fn reader_job(shared: &Shared, conn: &mut Conn, job: Job) {
-    let Job::Request(req, done) = job else {
+    let Job::Request(req, done, gone) = job else {
         // Expiry is the writer's; a misrouted job goes where it belongs.
         return forward(shared, job);
     };
+    if dropped(shared, &gone) {
+        return reply(done, Err(SqlError::cancelled()));
+    }
     let out = match req {
         Request::Query { sql, params } => {
+            let started = Instant::now();
             let run = guarded(conn, |conn| {
                 Ok(exec::query(shared, conn, Side::Reader, &sql, &params))
             });
+            shared.heavy.note(shared.heavy.key(&sql), started.elapsed());
             match run {
                 Ok(Outcome::ToWriter) => {
-                    return forward(shared, Job::Request(Request::Query { sql, params }, done))
+                    let req = Request::Query { sql, params };
+                    return forward(shared, Job::Request(req, done, gone));
                 }
                 Ok(Outcome::Done(r, _)) => r,
                 Err(e) => Err(e),
             }
         }
         req @ (Request::Exec { .. } | Request::Expire { rules: Some(_), .. }) => {
-            return forward(shared, Job::Request(req, done));
+            return forward(shared, Job::Request(req, done, gone));
         }
         other => guarded(conn, |conn| catalog_request(shared, conn, other)),
     };
@@ -99,7 +119,10 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
                 },
             );
         }
-        Job::Request(req, done) => {
+        Job::Request(req, done, gone) => {
+            if dropped(shared, &gone) {
+                return reply(done, Err(SqlError::cancelled()));
+            }
             let (out, fx) = match req {
                 Request::Exec { sql, params } => {
                     let mut fx = Effects::default();

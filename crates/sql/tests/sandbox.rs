@@ -167,3 +167,56 @@ fn refusal_leaves_engine_usable_and_counts() {
     );
     assert!(e.stats().refused >= 1);
 }
+
+#[test]
+fn temp_schema_however_spelled() {
+    let e = engine();
+    exec(&e, "CREATE TABLE orders(id INTEGER PRIMARY KEY, v)", vec![]);
+    for sql in [
+        "CREATE TABLE temp.orders(id INTEGER PRIMARY KEY, v)",
+        "CREATE TABLE \"TEMP\".x(a)",
+        "CREATE VIEW temp.v AS SELECT 1",
+        "CREATE TRIGGER temp.trg AFTER INSERT ON orders BEGIN SELECT 1; END",
+    ] {
+        assert!(
+            refused(&e, sql).contains("TEMP objects are not allowed"),
+            "{sql}"
+        );
+    }
+    // The writer's inserts reach the shared table, which every reader sees.
+    assert_eq!(exec(&e, "INSERT INTO orders(v) VALUES (1)", vec![]), 1);
+    assert_eq!(int(&e, "SELECT count(*) FROM orders"), 1);
+    assert_eq!(int(&e, "SELECT count(*) FROM temp.sqlite_master"), 0);
+}
+
+#[test]
+fn cairn_names_cannot_be_reached_by_rename_index_or_trigger() {
+    let e = engine();
+    exec(&e, "CREATE TABLE t(a); CREATE TABLE x(a)", vec![]);
+    e.run(sql::Request::Expire {
+        table: "t".into(),
+        rules: Some(sql::ExpiryRules {
+            rows: Some(5),
+            ..Default::default()
+        }),
+    })
+    .unwrap();
+    assert_eq!(
+        refused(&e, "ALTER TABLE x RENAME TO _cairn_meta_y"),
+        "SQL refused: names starting with _cairn_ are reserved"
+    );
+    assert_eq!(int(&e, "SELECT count(*) FROM x"), 0);
+    let err = try_query(&e, "ALTER TABLE x RENAME TO _Cairn_q", vec![]).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Refused, "{err}");
+    exec(&e, "ALTER TABLE x RENAME TO x2", vec![]);
+    for sql in [
+        "CREATE INDEX i ON _cairn_meta_t(written_ms)",
+        "CREATE TRIGGER tr AFTER INSERT ON _cairn_meta_t BEGIN SELECT 1; END",
+    ] {
+        assert!(refused(&e, sql).contains("belongs to cairn"), "{sql}");
+    }
+    for i in 0..8 {
+        exec(&e, "INSERT INTO t VALUES (?)", vec![Value::Integer(i)]);
+    }
+    assert_eq!(int(&e, "SELECT count(*) FROM t"), 5);
+}

@@ -424,6 +424,14 @@ fn memory_section(t: &mut String, shared: &Shared) {
     field(t, "active_defrag_running", 0);
     field(t, "lazyfree_pending_objects", 0);
     field(t, "lazyfreed_objects", 0);
+    if let Some(sql) = &shared.sql {
+        // SQLite's whole heap (tables, caches, temporary b-trees) and its limit.
+        let s = sql.stats();
+        field(t, "sql_used_memory", s.memory_used);
+        field(t, "sql_data_memory", s.data_bytes);
+        field(t, "sql_maxmemory", s.max_memory);
+        field(t, "sql_heap_limit", s.heap_limit);
+    }
 }
 
 /// cairn keeps no data on disk: the fields say that nothing was ever saved or loaded.

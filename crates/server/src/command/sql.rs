@@ -4,6 +4,7 @@
 //! connection waiting; the engine's thread encodes the reply and posts it to the client's
 //! mailbox, which resumes the connection. Key-value traffic on the same thread goes on meanwhile.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use resp::reply::{self, Version};
@@ -23,17 +24,51 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
     let Some(engine) = ctx.shared.sql.as_ref() else {
         return ctx.err(b"ERR SQL is disabled on this server");
     };
-    let client = ctx.conn.client.clone();
+    if peer_gone(ctx.conn.client.fd) {
+        // The client hung up with this command still in its pipeline: like Redis, which
+        // frees a client at EOF, run nothing more for it (issue 11, item 4).
+        ctx.conn.close = true;
+        return;
+    }
+    // The engine holds the client weakly: a queued request must not keep a closed
+    // connection's state alive, and it is dropped if the client is gone by its turn.
+    let client = Arc::downgrade(&ctx.conn.client);
+    let watched = client.clone();
+    let gone: sql::Gone = Box::new(move || match watched.upgrade() {
+        None => true,
+        Some(c) => peer_gone(c.fd),
+    });
     let version = ctx.conn.version;
     ctx.conn.waiting = true;
-    engine.submit(
+    engine.submit_for(
         request,
+        Some(gone),
         Box::new(move |result| {
+            let Some(client) = client.upgrade() else {
+                return;
+            };
             let mut out = Vec::new();
             encode(&mut out, version, result);
             client.post(&out, true);
         }),
     );
+}
+
+/// Whether the peer of socket `fd` has closed its side: a waiting connection does not read,
+/// so the hang-up shows only in the socket's poll state (POLLRDHUP also covers data still
+/// unread before the FIN). A client that only half-closed is treated as gone, as Redis does.
+fn peer_gone(fd: i32) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout; `fd` belongs to the live connection.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 pub fn exec(ctx: &mut Ctx<'_, '_>) {
