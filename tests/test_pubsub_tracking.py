@@ -445,6 +445,60 @@ def test_tracking_client_disconnect_is_harmless(server, r, conns):
     assert r.get("gone") == b"2"
 
 
+@pytest.mark.cairn_only
+def test_noloop_client_hears_memcached_writes_on_its_thread(server, r, conns):
+    """NOLOOP skips only the client's own writes: a memcached client's write (on the same I/O
+    thread with --threads 1; several connections so that one shares it in the other modes)
+    must not be taken for the tracking client's own, whoever ran last on that thread."""
+    t = conns.tracked(server, "NOLOOP")
+    for i in range(4):
+        mc = conns.add(server.mc_raw())
+        assert t.command("GET", "nlm") in (b"_\r\n", b"$1\r\nx\r\n", b"$1\r\ny\r\n")
+        mc.request(b"set nlm 0 0 1\r\nx\r\n", b"STORED\r\n")
+        t.expect(push3(bulk("invalidate"), b"*1\r\n" + bulk("nlm")))
+        # its own write still does not come back to it
+        t.command("GET", "nlm")
+        assert t.command("SET", "nlm", "y") == b"+OK\r\n"
+        assert t.read_available(0.05) == b""
+        mc.request(b"mn\r\n", b"MN\r\n")
+        # meta commands and deletes name their author too
+        t.command("GET", "nlm")
+        mc.request(b"md nlm\r\n", b"HD\r\n")
+        t.expect(push3(bulk("invalidate"), b"*1\r\n" + bulk("nlm")))
+    # BCAST + NOLOOP: the memcached write is broadcast, the client's own is not
+    b = conns.tracked(server, "BCAST", "NOLOOP", "PREFIX", "bnl:")
+    mc = conns.add(server.mc_raw())
+    b.command("GET", "bnl:x")
+    assert b.command("SET", "bnl:own", "1") == b"+OK\r\n"
+    mc.request(b"set bnl:theirs 0 0 1\r\nz\r\n", b"STORED\r\n")
+    b.expect(push3(bulk("invalidate"), b"*1\r\n" + bulk("bnl:theirs")))
+    assert b.read_available(0.05) == b""
+
+
+def test_reads_inside_multi_exec_are_tracked(server, r, conns):
+    """Redis tracks the keys read by commands queued in a transaction, as if sent alone."""
+    t = conns.tracked(server)
+    assert t.command("MULTI") == b"+OK\r\n"
+    assert t.command("GET", "txk") == b"+QUEUED\r\n"
+    assert t.command("MGET", "txa", "txb") == b"+QUEUED\r\n"
+    assert decode_resp(t.command("EXEC")) == [None, [None, None]]
+    r.set("txk", "1")
+    t.expect(push3(bulk("invalidate"), b"*1\r\n" + bulk("txk")))
+    r.set("txb", "1")
+    t.expect(push3(bulk("invalidate"), b"*1\r\n" + bulk("txb")))
+    # OPTIN: CLIENT CACHING YES before MULTI covers every read of the transaction
+    o = conns.tracked(server, "OPTIN")
+    assert o.command("CLIENT", "CACHING", "YES") == b"+OK\r\n"
+    assert o.command("MULTI") == b"+OK\r\n"
+    assert o.command("GET", "oa") == b"+QUEUED\r\n"
+    assert o.command("GET", "ob") == b"+QUEUED\r\n"
+    assert decode_resp(o.command("EXEC")) == [None, None]
+    o.command("GET", "oc")  # after EXEC the flag is gone
+    r.mset({"oa": "1", "ob": "2", "oc": "3"})
+    assert sorted(keys_until(o, [b"oa", b"ob"])) == [b"oa", b"ob"]
+    assert o.read_available(0.1) == b""
+
+
 # ----------------------------------------------------------------------------
 # BCAST, OPTIN, OPTOUT, NOLOOP
 # ----------------------------------------------------------------------------

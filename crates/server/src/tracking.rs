@@ -11,7 +11,7 @@
 //! gets Redis's `tracking-redir-broken` push (RESP3) instead of each invalidation. Nothing here
 //! runs for writes while no client tracks: the store checks one flag.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -27,15 +27,8 @@ const TABLE_SHARDS: usize = 64;
 pub const INVALIDATE_CHANNEL: &[u8] = b"__redis__:invalidate";
 
 thread_local! {
-    /// The client whose command is running on this thread, for NOLOOP.
-    static CURRENT: Cell<u64> = const { Cell::new(0) };
     /// BCAST invalidations held back until the batch of commands running on this thread ends.
     static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
-}
-
-/// Marks `client_id` as the author of the writes that follow on this thread.
-pub fn set_current_client(client_id: u64) {
-    CURRENT.with(|c| c.set(client_id));
 }
 
 /// A BCAST client's keys changed under one of its prefixes.
@@ -201,8 +194,10 @@ impl Tracking {
         }
     }
 
-    fn changed(&self, keys: &[&[u8]]) {
-        let author = CURRENT.with(Cell::get);
+    /// `keys` changed; `author` (the writing client, named by the store's notification) is not
+    /// told when it tracks with NOLOOP.
+    fn changed(&self, keys: &[&[u8]], author: store::Author) {
+        let author = author.0;
         let mut hits: Vec<(&[u8], Vec<Arc<Tracker>>)> = Vec::new();
         for &key in keys {
             let mut shard = self.shard(key).lock();
@@ -396,8 +391,8 @@ fn write_invalidation(buf: &mut Vec<u8>, target: &ClientInfo, keys: Option<&[&[u
 pub struct Listener(pub Arc<Tracking>);
 
 impl store::ChangeListener for Listener {
-    fn keys_changed(&self, keys: &[&[u8]]) {
-        self.0.changed(keys)
+    fn keys_changed(&self, keys: &[&[u8]], author: store::Author) {
+        self.0.changed(keys, author)
     }
     fn flushed(&self) {
         self.0.flushed()
@@ -450,8 +445,8 @@ mod tests {
         tracking.enable(bcast_tracker(&c, &c, &["a", "b"]), true);
         {
             let _batch = batch();
-            tracking.changed(&[b"a2", b"b1", b"c1"]);
-            tracking.changed(&[b"a1", b"a2"]);
+            tracking.changed(&[b"a2", b"b1", b"c1"], store::Author::SERVER);
+            tracking.changed(&[b"a1", b"a2"], store::Author::SERVER);
             assert!(!c.has_mail(), "held back until the batch ends");
         }
         assert_eq!(
@@ -459,11 +454,30 @@ mod tests {
             ["$10 invalidate *2 $2 a1 $2 a2 ", "$10 invalidate *1 $2 b1 "]
         );
         // outside a batch (expiry, eviction): at once
-        tracking.changed(&[b"a3", b"a4"]);
+        tracking.changed(&[b"a3", b"a4"], store::Author::SERVER);
         assert_eq!(
             pushes(&c.take_mail().bytes),
             ["$10 invalidate *2 $2 a3 $2 a4 "]
         );
+    }
+
+    #[test]
+    fn noloop_skips_only_the_named_author() {
+        let reg = ClientRegistry::new();
+        let tracking = Tracking::new(store::Store::new(store::StoreConfig::default()), 100);
+        let c = resp3_client(&reg);
+        let t = Arc::new(Tracker {
+            noloop: true,
+            ..Arc::into_inner(bcast_tracker(&c, &c, &[])).unwrap()
+        });
+        tracking.enable(t.clone(), false);
+        tracking.remember(b"k", &t);
+        tracking.changed(&[b"k"], store::Author(c.id));
+        assert!(!c.has_mail(), "its own write");
+        tracking.remember(b"k", &t);
+        // Another client's write (a memcached one on the same thread, say) is told.
+        tracking.changed(&[b"k"], store::Author(c.id + 1));
+        assert_eq!(pushes(&c.take_mail().bytes), ["$10 invalidate *1 $1 k "]);
     }
 
     #[test]
@@ -474,7 +488,7 @@ mod tests {
         let t = bcast_tracker(&c, &target, &[""]);
         tracking.enable(t.clone(), true);
         reg.unregister(target.id);
-        tracking.changed(&[b"k"]);
+        tracking.changed(&[b"k"], store::Author::SERVER);
         let expected = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{}\r\n", target.id);
         assert_eq!(c.take_mail().bytes, expected.as_bytes());
         assert!(!target.has_mail());

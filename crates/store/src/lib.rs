@@ -34,11 +34,23 @@ use shard::Shard;
 use table::{KeyHash, Probe, Table};
 use tags::TagIndex;
 
+/// Who made a change: the id of the client whose command wrote, or [`Author::SERVER`] for the
+/// server's own changes (background expiry, eviction, a delayed `flush_all`). Every write names
+/// its author explicitly, so a change is never attributed to whichever client last ran on the
+/// thread (client tracking's NOLOOP depends on it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Author(pub u64);
+
+impl Author {
+    /// The server itself (client ids start at 1).
+    pub const SERVER: Author = Author(0);
+}
+
 /// Told about every change to the keyspace (client tracking). Called while the changed keys'
 /// shards are locked, so it must be quick and must not call back into the store.
 pub trait ChangeListener: Send + Sync {
-    /// These keys were written, deleted, expired or evicted.
-    fn keys_changed(&self, keys: &[&[u8]]);
+    /// These keys were written, deleted, expired or evicted by `author`.
+    fn keys_changed(&self, keys: &[&[u8]], author: Author);
     /// Every key was removed (FLUSHALL).
     fn flushed(&self);
 }
@@ -186,10 +198,10 @@ impl Store {
         self.listening.store(on, Ordering::Relaxed);
     }
 
-    pub(crate) fn notify(&self, keys: &[&[u8]]) {
+    pub(crate) fn notify(&self, keys: &[&[u8]], author: Author) {
         if self.listening.load(Ordering::Relaxed) && !keys.is_empty() {
             if let Some(l) = self.listener.get() {
-                l.keys_changed(keys);
+                l.keys_changed(keys, author);
             }
         }
     }
@@ -262,31 +274,35 @@ impl Store {
         f(item)
     }
 
-    /// Runs `f` with exclusive access to `key`'s place in its shard.
-    pub fn write<R>(&self, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
+    /// Runs `f` with exclusive access to `key`'s place in its shard; its changes are `author`'s.
+    pub fn write<R>(&self, author: Author, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
         let index = self.shard_of(self.hash(key));
         let mut shard = self.shards[index].lock.write();
-        let mut entry = Entry::new(self, index, &mut shard, key);
+        let mut entry = Entry::new(self, index, &mut shard, key, author);
         f(&mut entry)
     }
 
     /// Locks the shards of `keys` exclusively, in shard order so that lockers never deadlock.
-    pub fn lock_keys<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'_> {
+    pub fn lock_keys<'k>(
+        &self,
+        author: Author,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> Locked<'_> {
         let mut indexes: Vec<usize> = keys
             .into_iter()
             .map(|k| self.shard_of(self.hash(k)))
             .collect();
         indexes.sort_unstable();
         indexes.dedup();
-        self.lock_indexes(indexes)
+        self.lock_indexes(author, indexes)
     }
 
     /// Locks every shard: the whole keyspace is frozen for other clients while held.
-    pub fn lock_all(&self) -> Locked<'_> {
-        self.lock_indexes((0..self.shards.len()).collect())
+    pub fn lock_all(&self, author: Author) -> Locked<'_> {
+        self.lock_indexes(author, (0..self.shards.len()).collect())
     }
 
-    fn lock_indexes(&self, indexes: Vec<usize>) -> Locked<'_> {
+    fn lock_indexes(&self, author: Author, indexes: Vec<usize>) -> Locked<'_> {
         let guards = indexes
             .into_iter()
             .map(|i| (i, self.shards[i].lock.write()))
@@ -294,6 +310,7 @@ impl Store {
         Locked {
             store: self,
             guards,
+            author,
         }
     }
 
@@ -432,6 +449,8 @@ fn flush_shard(store: &Store, shard: &mut Shard) {
 pub struct Locked<'s> {
     store: &'s Store,
     guards: Vec<(usize, RwLockWriteGuard<'s, Shard>)>,
+    /// Whose changes the writes through this are.
+    author: Author,
 }
 
 impl<'s> Locked<'s> {
@@ -455,8 +474,9 @@ impl<'s> Locked<'s> {
 
     pub fn write<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
         let store = self.store;
+        let author = self.author;
         let (index, shard) = self.guard(key);
-        let mut entry = Entry::new(store, index, shard, key);
+        let mut entry = Entry::new(store, index, shard, key, author);
         f(&mut entry)
     }
 
@@ -494,36 +514,45 @@ impl<'s> Locked<'s> {
 
 /// The keyspace as a command sees it: the shared store (one lock per access) or a set of
 /// shards held by a transaction or a multi-key command. Commands are written once against it.
+/// Either way it knows whose command runs, and its writes are that author's.
 pub enum Db<'a, 's> {
-    Shared(&'s Store),
+    Shared(&'s Store, Author),
     Locked(&'a mut Locked<'s>),
 }
 
 impl<'a, 's> Db<'a, 's> {
     pub fn store(&self) -> &'s Store {
         match self {
-            Db::Shared(store) => store,
+            Db::Shared(store, _) => store,
             Db::Locked(locked) => locked.store,
+        }
+    }
+
+    /// Whose changes the writes through this are.
+    pub fn author(&self) -> Author {
+        match self {
+            Db::Shared(_, author) => *author,
+            Db::Locked(locked) => locked.author,
         }
     }
 
     pub fn read<R>(&mut self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
         match self {
-            Db::Shared(store) => store.read(key, f),
+            Db::Shared(store, _) => store.read(key, f),
             Db::Locked(locked) => locked.read(key, f),
         }
     }
 
     pub fn write<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
         match self {
-            Db::Shared(store) => store.write(key, f),
+            Db::Shared(store, author) => store.write(*author, key, f),
             Db::Locked(locked) => locked.write(key, f),
         }
     }
 
     pub fn len(&self) -> usize {
         match self {
-            Db::Shared(store) => store.len(),
+            Db::Shared(store, _) => store.len(),
             Db::Locked(locked) => locked.len(),
         }
     }
@@ -534,14 +563,14 @@ impl<'a, 's> Db<'a, 's> {
 
     pub fn flush(&mut self) {
         match self {
-            Db::Shared(store) => store.flush(),
+            Db::Shared(store, _) => store.flush(),
             Db::Locked(locked) => locked.flush(),
         }
     }
 
     pub fn stats(&self) -> StoreStats {
         match self {
-            Db::Shared(store) => store.stats(),
+            Db::Shared(store, _) => store.stats(),
             Db::Locked(locked) => locked.stats(),
         }
     }
@@ -553,7 +582,7 @@ impl<'a, 's> Db<'a, 's> {
         f: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R,
     ) -> R {
         match self {
-            Db::Shared(store) => store.tag_read(query, f),
+            Db::Shared(store, _) => store.tag_read(query, f),
             Db::Locked(locked) => locked.tag_read(query, f),
         }
     }
@@ -561,7 +590,7 @@ impl<'a, 's> Db<'a, 's> {
     /// Removes every record matching `query` at once; returns how many live ones went.
     pub fn tag_delete(&mut self, query: &Query) -> usize {
         match self {
-            Db::Shared(store) => store.tag_delete(query),
+            Db::Shared(store, author) => store.tag_delete(*author, query),
             Db::Locked(locked) => locked.tag_delete(query),
         }
     }
@@ -569,7 +598,7 @@ impl<'a, 's> Db<'a, 's> {
     /// One SCAN step; see `scan::scan`.
     pub fn scan(&mut self, cursor: u64, count: usize, visit: impl FnMut(Item<'_>)) -> u64 {
         match self {
-            Db::Shared(store) => scan::scan_shared(store, cursor, count, visit),
+            Db::Shared(store, _) => scan::scan_shared(store, cursor, count, visit),
             Db::Locked(locked) => scan::scan_locked(locked, cursor, count, visit),
         }
     }

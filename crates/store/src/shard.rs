@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use crate::item::{Header, Item, ItemPtr, Kind};
 use crate::table::{KeyHash, Probe, Table};
 use crate::tags::{reference, Tag, ENTRY_COST};
-use crate::{now_ms, Garbage, Store};
+use crate::{now_ms, Author, Garbage, Store};
 
 /// What `Entry::put_inner` is doing.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,9 +72,9 @@ impl Shard {
     }
 
     /// Removes the record in `slot` and frees it (on the reaper when large). Returns bytes freed.
-    pub fn remove_slot(&mut self, store: &Store, slot: usize) -> usize {
+    pub fn remove_slot(&mut self, store: &Store, slot: usize, author: Author) -> usize {
         let (item, freed) = self.unlink_slot(store, slot);
-        store.notify(&[item.key()]);
+        store.notify(&[item.key()], author);
         store.release(item, freed);
         freed
     }
@@ -108,7 +108,7 @@ impl Shard {
                 if item.take_visited() {
                     continue;
                 }
-                return Some(self.remove_slot(store, i));
+                return Some(self.remove_slot(store, i, Author::SERVER));
             }
         }
         None
@@ -127,7 +127,7 @@ impl Shard {
             if Table::slot_has_expire(slot) {
                 let item = self.table.item_at(i).expect("occupied slot");
                 if item.expire_at().is_some_and(|d| d <= now) {
-                    self.remove_slot(store, i);
+                    self.remove_slot(store, i, Author::SERVER);
                     removed += 1;
                 }
             }
@@ -144,6 +144,8 @@ pub struct Entry<'a> {
     key: &'a [u8],
     hash: KeyHash,
     probe: Probe,
+    /// Whose write this is (told to the change listener).
+    author: Author,
 }
 
 impl<'a> Entry<'a> {
@@ -152,6 +154,7 @@ impl<'a> Entry<'a> {
         shard_index: usize,
         shard: &'a mut Shard,
         key: &'a [u8],
+        author: Author,
     ) -> Entry<'a> {
         let hash = store.hash(key);
         let mut probe = shard.table.find(hash, key);
@@ -160,7 +163,9 @@ impl<'a> Entry<'a> {
             if Table::slot_has_expire(shard.table.slot(i))
                 && item.expire_at().is_some_and(|d| d <= now_ms())
             {
-                shard.remove_slot(store, i);
+                // Lazily expired on this client's access: attributed to it, as Redis's
+                // `current_client` is when a lookup deletes an expired key.
+                shard.remove_slot(store, i, author);
                 store
                     .cell(shard_index)
                     .expired
@@ -175,6 +180,7 @@ impl<'a> Entry<'a> {
             key,
             hash,
             probe,
+            author,
         }
     }
 
@@ -198,7 +204,7 @@ impl<'a> Entry<'a> {
     pub fn remove(&mut self) -> bool {
         match self.probe {
             Probe::Found(i) => {
-                self.shard.remove_slot(self.store, i);
+                self.shard.remove_slot(self.store, i, self.author);
                 self.probe = Probe::Vacant(i);
                 true
             }
@@ -346,7 +352,7 @@ impl<'a> Entry<'a> {
         self.shard.used += charged;
         self.store.account(charged as isize);
         if notify {
-            self.store.notify(&[self.key]);
+            self.store.notify(&[self.key], self.author);
         }
         if how == Put::Write {
             self.store
@@ -365,7 +371,7 @@ impl<'a> Entry<'a> {
         };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
         if item.set_expire_in_place(expire_at) {
-            self.store.notify(&[self.key]);
+            self.store.notify(&[self.key], self.author);
             let cas = self.next_cas();
             item.set_fresh_cas(cas);
             self.shard
@@ -406,7 +412,7 @@ impl<'a> Entry<'a> {
             && (expire_at.is_none() || item.has_expire_field())
             && item.set_expire_in_place(expire_at);
         if in_place {
-            self.store.notify(&[self.key]);
+            self.store.notify(&[self.key], self.author);
             let version = self.next_cas();
             item.set_fresh_cas(version);
             item.set_cas(cas);

@@ -219,7 +219,7 @@ mod access {
     use super::{addr_of_ref, shard_of_ref, Query};
     use crate::item::{Item, ItemPtr};
     use crate::shard::Shard;
-    use crate::{now_ms, Garbage, Locked, Store};
+    use crate::{now_ms, Author, Garbage, Locked, Store};
 
     fn live(item: ItemPtr, now: u64) -> bool {
         item.expire_at().is_none_or(|d| d > now)
@@ -234,7 +234,12 @@ mod access {
 
     /// Unlinks the records behind `refs` from their (held) shards and hands them to the reaper
     /// in one batch. Returns how many were live.
-    fn delete_refs(store: &Store, refs: Vec<u64>, held: &mut [(usize, &mut Shard)]) -> usize {
+    fn delete_refs(
+        store: &Store,
+        refs: Vec<u64>,
+        held: &mut [(usize, &mut Shard)],
+        author: Author,
+    ) -> usize {
         let now = now_ms();
         let (mut live_count, mut expired, mut freed_total) = (0, 0, 0);
         let mut garbage = Vec::with_capacity(refs.len());
@@ -259,7 +264,7 @@ mod access {
         }
         store.account(-(freed_total as isize));
         let keys: Vec<&[u8]> = garbage.iter().map(|i| i.key()).collect();
-        store.notify(&keys);
+        store.notify(&keys, author);
         store
             .cell(0)
             .expired
@@ -299,7 +304,7 @@ mod access {
             f(&mut items)
         }
 
-        pub fn tag_delete(&self, query: &Query) -> usize {
+        pub fn tag_delete(&self, author: Author, query: &Query) -> usize {
             let shards = shards_of(&self.tags.eval(query));
             let mut guards: Vec<_> = shards
                 .iter()
@@ -308,7 +313,7 @@ mod access {
             let refs = self.tags.eval(query);
             let mut held: Vec<(usize, &mut Shard)> =
                 guards.iter_mut().map(|(i, g)| (*i, &mut **g)).collect();
-            delete_refs(self, refs, &mut held)
+            delete_refs(self, refs, &mut held, author)
         }
     }
 
@@ -341,7 +346,7 @@ mod access {
                 .iter_mut()
                 .map(|(i, g)| (*i, &mut **g))
                 .collect();
-            delete_refs(store, refs, &mut held)
+            delete_refs(store, refs, &mut held, self.author)
         }
     }
 }

@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use crate::{now_ms, Db, Kind, Store, StoreConfig};
+use crate::{now_ms, Author, Db, Kind, Store, StoreConfig};
+
+/// The author of the writes in these tests: nothing here listens for changes.
+const A: Author = Author::SERVER;
 
 fn store(maxmemory: u64, evict: bool) -> Arc<Store> {
     Store::new(StoreConfig {
@@ -46,17 +49,17 @@ proptest! {
             match op {
                 Op::Set(k, v) => {
                     let key = vec![k; (k % 7) as usize + 1];
-                    s.write(&key, |e| e.put(Kind::String, &v, None, 0)).unwrap();
+                    s.write(A, &key, |e| e.put(Kind::String, &v, None, 0)).unwrap();
                     model.insert(key, v);
                 }
                 Op::Del(k) => {
                     let key = vec![k; (k % 7) as usize + 1];
-                    let had = s.write(&key, |e| e.remove());
+                    let had = s.write(A, &key, |e| e.remove());
                     prop_assert_eq!(had, model.remove(&key).is_some());
                 }
                 Op::Append(k, v) => {
                     let key = vec![k; (k % 7) as usize + 1];
-                    s.write(&key, |e| {
+                    s.write(A, &key, |e| {
                         let old_len = e.item().map_or(0, |i| i.value().len());
                         e.put_with(Kind::String, old_len + v.len(), None, 0, |buf, old| {
                             if let Some(old) = old { buf[..old_len].copy_from_slice(old.value()); }
@@ -74,7 +77,7 @@ proptest! {
         }
         // Memory accounting returns to the bare tables once everything is deleted.
         for k in model.keys() {
-            s.write(k, |e| e.remove());
+            s.write(A, k, |e| e.remove());
         }
         let bare: usize = (0..s.shard_count()).map(|i| s.cell(i).lock.read().table.bytes()).sum();
         prop_assert_eq!(s.used_memory() as usize, bare);
@@ -85,13 +88,13 @@ proptest! {
 fn deadlines_hide_and_expiry_removes() {
     let s = store(0, true);
     let past = now_ms() - 1;
-    s.write(b"gone", |e| e.put(Kind::String, b"v", Some(past), 0))
+    s.write(A, b"gone", |e| e.put(Kind::String, b"v", Some(past), 0))
         .unwrap();
-    s.write(b"kept", |e| {
+    s.write(A, b"kept", |e| {
         e.put(Kind::String, b"v", Some(now_ms() + 60_000), 0)
     })
     .unwrap();
-    s.write(b"plain", |e| e.put(Kind::String, b"v", None, 0))
+    s.write(A, b"plain", |e| e.put(Kind::String, b"v", None, 0))
         .unwrap();
     assert_eq!(get(&s, b"gone"), None);
     assert_eq!(get(&s, b"kept").as_deref(), Some(&b"v"[..]));
@@ -108,11 +111,11 @@ fn deadlines_hide_and_expiry_removes() {
 #[test]
 fn set_expire_in_place_and_by_rebuild() {
     let s = store(0, true);
-    s.write(b"k", |e| e.put(Kind::String, b"value", None, 7))
+    s.write(A, b"k", |e| e.put(Kind::String, b"value", None, 7))
         .unwrap();
     let cas0 = s.read(b"k", |i| i.unwrap().cas());
     let deadline = now_ms() + 10_000;
-    assert!(s.write(b"k", |e| e.set_expire(Some(deadline))));
+    assert!(s.write(A, b"k", |e| e.set_expire(Some(deadline))));
     let (exp, cas1, flags, value) = s.read(b"k", |i| {
         let i = i.unwrap();
         (i.expire_at(), i.cas(), i.flags(), i.value().to_vec())
@@ -120,11 +123,11 @@ fn set_expire_in_place_and_by_rebuild() {
     assert_eq!(exp, Some(deadline));
     assert_ne!(cas0, cas1);
     assert_eq!((flags, &value[..]), (7, &b"value"[..]));
-    assert!(s.write(b"k", |e| e.set_expire(None)));
+    assert!(s.write(A, b"k", |e| e.set_expire(None)));
     assert_eq!(s.read(b"k", |i| i.unwrap().expire_at()), None);
-    assert!(s.write(b"k", |e| e.set_expire(Some(now_ms() - 1))));
+    assert!(s.write(A, b"k", |e| e.set_expire(Some(now_ms() - 1))));
     assert_eq!(get(&s, b"k"), None);
-    assert!(!s.write(b"absent", |e| e.set_expire(None)));
+    assert!(!s.write(A, b"absent", |e| e.set_expire(None)));
 }
 
 #[test]
@@ -133,7 +136,9 @@ fn noeviction_refuses_writes_past_the_limit() {
     let value = vec![0u8; 1000];
     let mut stored = 0;
     for i in 0..1000u32 {
-        match s.write(&i.to_le_bytes(), |e| e.put(Kind::String, &value, None, 0)) {
+        match s.write(A, &i.to_le_bytes(), |e| {
+            e.put(Kind::String, &value, None, 0)
+        }) {
             Ok(_) => stored += 1,
             Err(_) => break,
         }
@@ -142,9 +147,9 @@ fn noeviction_refuses_writes_past_the_limit() {
     assert!(s.used_memory() <= 64 * 1024);
     // Deleting still works, and frees room (for a smaller value: the shard's table may have to
     // grow, and that counts too).
-    assert!(s.write(&0u32.to_le_bytes(), |e| e.remove()));
+    assert!(s.write(A, &0u32.to_le_bytes(), |e| e.remove()));
     assert!(s
-        .write(&0u32.to_le_bytes(), |e| e.put(
+        .write(A, &0u32.to_le_bytes(), |e| e.put(
             Kind::String,
             &value[..500],
             None,
@@ -158,11 +163,13 @@ fn eviction_keeps_memory_under_the_limit_and_prefers_unvisited() {
     let limit = 256 * 1024;
     let s = store(limit, true);
     let value = vec![1u8; 500];
-    s.write(b"hot", |e| e.put(Kind::String, &value, None, 0))
+    s.write(A, b"hot", |e| e.put(Kind::String, &value, None, 0))
         .unwrap();
     for i in 0..5000u32 {
-        s.write(&i.to_le_bytes(), |e| e.put(Kind::String, &value, None, 0))
-            .unwrap();
+        s.write(A, &i.to_le_bytes(), |e| {
+            e.put(Kind::String, &value, None, 0)
+        })
+        .unwrap();
         assert!(s.used_memory() <= limit, "used {} at {i}", s.used_memory());
         get(&s, b"hot");
     }
@@ -178,7 +185,7 @@ fn value_larger_than_memory_is_refused_even_with_eviction() {
     let s = store(64 * 1024, true);
     let big = vec![0u8; 100 * 1024];
     assert!(s
-        .write(b"big", |e| e.put(Kind::String, &big, None, 0))
+        .write(A, b"big", |e| e.put(Kind::String, &big, None, 0))
         .is_err());
 }
 
@@ -186,7 +193,7 @@ fn value_larger_than_memory_is_refused_even_with_eviction() {
 fn scan_returns_every_key_across_resizes() {
     let s = store(0, true);
     for i in 0..2000u32 {
-        s.write(format!("k{i}").as_bytes(), |e| {
+        s.write(A, format!("k{i}").as_bytes(), |e| {
             e.put(Kind::String, b"v", None, 0)
         })
         .unwrap();
@@ -195,14 +202,14 @@ fn scan_returns_every_key_across_resizes() {
     let mut cursor = 0;
     let mut step = 0;
     loop {
-        cursor = Db::Shared(&s).scan(cursor, 10, |item| {
+        cursor = Db::Shared(&s, A).scan(cursor, 10, |item| {
             seen.insert(item.key().to_vec());
         });
         step += 1;
         // Grow the keyspace mid-iteration: the original keys must still all be returned.
         if step == 20 {
             for i in 2000..20_000u32 {
-                s.write(format!("k{i}").as_bytes(), |e| {
+                s.write(A, format!("k{i}").as_bytes(), |e| {
                     e.put(Kind::String, b"v", None, 0)
                 })
                 .unwrap();
@@ -221,7 +228,7 @@ fn scan_returns_every_key_across_resizes() {
 fn flush_empties_and_releases_memory() {
     let s = store(0, true);
     for i in 0..1000u32 {
-        s.write(&i.to_le_bytes(), |e| {
+        s.write(A, &i.to_le_bytes(), |e| {
             e.put(Kind::String, &[0u8; 100], None, 0)
         })
         .unwrap();
@@ -237,13 +244,14 @@ fn flush_empties_and_releases_memory() {
 fn locked_shards_give_atomic_multi_key_updates() {
     let s = store(0, true);
     for k in [&b"a"[..], b"b"] {
-        s.write(k, |e| e.put(Kind::String, b"0", None, 0)).unwrap();
+        s.write(A, k, |e| e.put(Kind::String, b"0", None, 0))
+            .unwrap();
     }
     let writer = {
         let s = s.clone();
         std::thread::spawn(move || {
             for n in 1..=2000u32 {
-                let mut locked = s.lock_keys([&b"a"[..], b"b"]);
+                let mut locked = s.lock_keys(A, [&b"a"[..], b"b"]);
                 for k in [&b"a"[..], b"b"] {
                     locked
                         .write(k, |e| {
@@ -255,7 +263,7 @@ fn locked_shards_give_atomic_multi_key_updates() {
         })
     };
     for _ in 0..2000 {
-        let mut locked = s.lock_keys([&b"b"[..], b"a"]);
+        let mut locked = s.lock_keys(A, [&b"b"[..], b"a"]);
         let a = locked.read(b"a", |i| i.unwrap().value().to_vec());
         let b = locked.read(b"b", |i| i.unwrap().value().to_vec());
         assert_eq!(a, b);
@@ -278,10 +286,10 @@ fn concurrent_readers_and_writers_keep_the_table_consistent() {
                 for i in 0..20_000u32 {
                     let key = ((i * 7 + t) % 3000).to_le_bytes();
                     match i % 4 {
-                        0 => drop(
-                            s.write(&key, |e| e.put(Kind::String, &key, Some(now_ms() + 5), 0)),
-                        ),
-                        1 => drop(s.write(&key, |e| e.remove())),
+                        0 => drop(s.write(A, &key, |e| {
+                            e.put(Kind::String, &key, Some(now_ms() + 5), 0)
+                        })),
+                        1 => drop(s.write(A, &key, |e| e.remove())),
                         _ => {
                             if let Some(v) = get(&s, &key) {
                                 assert_eq!(v, key, "a record's value belongs to its key");
@@ -307,7 +315,7 @@ mod tag_tests {
     }
 
     fn put_tagged(s: &Store, key: &[u8], tags: &[Tag], deadline: Option<u64>) {
-        s.write(key, |e| {
+        s.write(A, key, |e| {
             e.put_record(
                 Kind::String,
                 key.len(),
@@ -349,12 +357,12 @@ mod tag_tests {
         let deadline = now_ms() + 100_000;
         for round in 0..3 {
             let before = version(b"k");
-            assert!(s.write(b"k", |e| e.set_expire_keep_cas(Some(deadline + round))));
+            assert!(s.write(A, b"k", |e| e.set_expire_keep_cas(Some(deadline + round))));
             let (cas, v) = version(b"k");
             assert_eq!(cas, cas0, "touch keeps the CAS");
             assert_ne!(v, before.1, "touch changes the WATCH version");
         }
-        s.write(b"k", |e| {
+        s.write(A, b"k", |e| {
             e.set_marks(true, false);
             e.set_expire(None);
             assert!(e.set_cas(cas0));
@@ -371,7 +379,7 @@ mod tag_tests {
         });
         // a fresh record without the field takes the chosen CAS through a rebuild
         put_tagged(&s, b"j", &[tag(PAGE, 3), tag(USER, 1)], Some(deadline));
-        s.write(b"j", |e| assert!(e.set_cas(cas0)));
+        s.write(A, b"j", |e| assert!(e.set_cas(cas0)));
         let (cas, v) = version(b"j");
         assert_eq!(cas, cas0);
         assert_ne!(v, cas0);
@@ -381,7 +389,7 @@ mod tag_tests {
         );
         assert_eq!(keys(&s, &q(&[(USER, Op::Any)])), vec![b"j".to_vec()]);
         assert_eq!(s.read(b"j", |i| i.unwrap().expire_at()), Some(deadline));
-        assert_eq!(s.tag_delete(&q(&[(PAGE, Op::Any)])), 2);
+        assert_eq!(s.tag_delete(A, &q(&[(PAGE, Op::Any)])), 2);
         assert_eq!(s.tags.len(), 0);
     }
 
@@ -416,7 +424,7 @@ mod tag_tests {
             vec![b"f13".to_vec(), b"f18".to_vec()]
         );
         assert!(keys(&s, &q(&[(99, Op::Any)])).is_empty());
-        assert_eq!(s.tag_delete(&q(&[(PAGE, Op::Eq(0))])), 4);
+        assert_eq!(s.tag_delete(A, &q(&[(PAGE, Op::Eq(0))])), 4);
         assert_eq!(s.len(), 16);
         assert!(keys(&s, &q(&[(PAGE, Op::Eq(0))])).is_empty());
     }
@@ -434,13 +442,13 @@ mod tag_tests {
             "expired records never match"
         );
         // Modifications keep tags; an overwrite drops them.
-        s.write(b"a", |e| e.set_expire(Some(now_ms() + 100_000)));
-        s.write(b"a", |e| {
+        s.write(A, b"a", |e| e.set_expire(Some(now_ms() + 100_000)));
+        s.write(A, b"a", |e| {
             e.put_with(Kind::String, 1, None, 0, |b, _| b[0] = b'x')
         })
         .unwrap();
         assert_eq!(keys(&s, &q(&[(PAGE, Op::Eq(2))])), vec![b"a".to_vec()]);
-        s.write(b"a", |e| {
+        s.write(A, b"a", |e| {
             e.put_record(Kind::String, 5, None, 0, TagWrite::Set(&[]), |b, _| {
                 b.copy_from_slice(b"plain")
             })
@@ -451,7 +459,7 @@ mod tag_tests {
         s.expire_round();
         assert_eq!(s.tags.len(), 0);
         put_tagged(&s, b"c", &[tag(USER, 7)], None);
-        s.write(b"c", |e| e.remove());
+        s.write(A, b"c", |e| e.remove());
         assert_eq!(s.tags.len(), 0);
         for i in 0..100u32 {
             put_tagged(&s, &i.to_le_bytes(), &[tag(USER, i as i64)], None);
@@ -514,7 +522,7 @@ mod tag_tests {
                                 }
                             }
                             1 => {
-                                s.tag_delete(&q(&[(PAGE, Op::Eq(g))]));
+                                s.tag_delete(A, &q(&[(PAGE, Op::Eq(g))]));
                             }
                             _ => {
                                 // A group delete removes all members at once, and whole-group
@@ -537,7 +545,7 @@ mod tag_tests {
         let mut in_tables = Vec::new();
         let mut cursor = 0;
         loop {
-            cursor = Db::Shared(&s).scan(cursor, 100, |i| in_tables.push(i.key().to_vec()));
+            cursor = Db::Shared(&s, A).scan(cursor, 100, |i| in_tables.push(i.key().to_vec()));
             if cursor == 0 {
                 break;
             }
@@ -547,7 +555,7 @@ mod tag_tests {
         assert_eq!(s.tags.len(), 2 * indexed.len());
         // A delete removes everything that matched when it began.
         for g in 0..groups {
-            s.tag_delete(&q(&[(PAGE, Op::Eq(g))]));
+            s.tag_delete(A, &q(&[(PAGE, Op::Eq(g))]));
         }
         assert_eq!(s.len(), 0);
         assert_eq!(s.tags.len(), 0);
@@ -590,7 +598,7 @@ mod tag_tests {
                 .iter()
                 .map(|d| d.load(std::sync::atomic::Ordering::SeqCst))
                 .collect();
-            s.tag_delete(&q(&[(PAGE, Op::Eq(1))]));
+            s.tag_delete(A, &q(&[(PAGE, Op::Eq(1))]));
             for (w, &c) in finished.iter().enumerate() {
                 let stale = s.tag_read(
                     &q(&[(WRITER, Op::Eq(w as i64)), (ROUND, Op::Le(c))]),
@@ -612,8 +620,11 @@ mod tag_tests {
 #[test]
 fn external_memory_counts_against_the_limit() {
     let value = vec![0u8; 1000];
-    let put =
-        |s: &Store, k: u32| s.write(&k.to_le_bytes(), |e| e.put(Kind::String, &value, None, 0));
+    let put = |s: &Store, k: u32| {
+        s.write(A, &k.to_le_bytes(), |e| {
+            e.put(Kind::String, &value, None, 0)
+        })
+    };
     // noeviction: memory held outside (client buffers) makes writes fail until it is released.
     let s = store(1 << 20, false);
     assert!(put(&s, 0).is_ok());

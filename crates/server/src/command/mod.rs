@@ -108,6 +108,12 @@ impl Conn {
         }
     }
 
+    /// The author of this connection's writes, as the store's change notifications name it.
+    #[inline]
+    pub fn author(&self) -> store::Author {
+        store::Author(self.client.id)
+    }
+
     /// Whether the running command's reply is dropped (CLIENT REPLY OFF or SKIP).
     #[inline]
     pub fn replies_muted(&self) -> bool {
@@ -186,15 +192,55 @@ pub fn execute(
     conn: &mut Conn,
     out: &mut Vec<u8>,
 ) {
+    let store = &*shared.store;
+    // The author travels with the keyspace view: every write the handler makes is this client's.
+    let author = conn.author();
+    let mut keys = command.key_positions(args.len());
+    let multi_key = keys.nth(1).is_some() && !command.has(flags::NOQUEUE);
+    if multi_key {
+        let mut locked = store.lock_keys(
+            author,
+            command.key_positions(args.len()).map(|i| args.get(i)),
+        );
+        call(command, args, Db::Locked(&mut locked), shared, conn, out);
+    } else {
+        call(command, args, Db::Shared(store, author), shared, conn, out);
+    }
+    // CLIENT CACHING applies to the next command, or to the whole transaction that command
+    // opens: Redis keeps the flag while the client is in MULTI and clears it after EXEC.
+    if command.name != "client" && conn.multi.is_none() {
+        if let Some(state) = conn.tracking.as_mut() {
+            state.caching = None;
+        }
+    }
+}
+
+/// What every command goes through around its handler, whether it runs alone or queued in a
+/// transaction (EXEC calls this for each queued command): the tracking of its reads, the
+/// handler against `db` (whose writes carry the client as their author), and commandstats.
+pub(crate) fn call<'s>(
+    command: &'static Command,
+    args: Args<'_>,
+    db: Db<'_, 's>,
+    shared: &'s Shared,
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+) {
     let started = std::time::Instant::now();
-    crate::tracking::set_current_client(conn.client.id);
     // Remembered before the read runs: a write racing the read then still invalidates (at worst
     // spuriously), where remembering after could miss it and leave the client stale.
     if conn.tracking.is_some() {
         remember_reads(command, args, shared, conn);
     }
     let before = out.len();
-    run(command, args, shared, conn, out);
+    let mut ctx = Ctx {
+        args,
+        db,
+        out,
+        shared,
+        conn,
+    };
+    (command.handler)(&mut ctx);
     count_call(command, started, &out[before..]);
 }
 
@@ -219,44 +265,15 @@ pub fn count_call(command: &'static Command, started: std::time::Instant, reply:
 }
 
 /// Client tracking: a tracked client's reads are remembered so that a change of the key sends
-/// it an invalidation. CLIENT CACHING applies to the one command after it.
-fn remember_reads(command: &Command, args: Args<'_>, shared: &Shared, conn: &mut Conn) {
-    let Some(state) = conn.tracking.as_mut() else {
+/// it an invalidation.
+fn remember_reads(command: &Command, args: Args<'_>, shared: &Shared, conn: &Conn) {
+    let Some(state) = conn.tracking.as_ref() else {
         return;
     };
     if command.has(flags::READONLY) && state.tracks_reads() {
         for i in command.key_positions(args.len()) {
             shared.tracking.remember(args.get(i), &state.tracker);
         }
-    }
-    if command.name != "client" {
-        state.caching = None;
-    }
-}
-
-fn run(command: &Command, args: Args<'_>, shared: &Shared, conn: &mut Conn, out: &mut Vec<u8>) {
-    let store = &*shared.store;
-    let mut keys = command.key_positions(args.len());
-    let multi_key = keys.nth(1).is_some() && !command.has(flags::NOQUEUE);
-    if multi_key {
-        let mut locked = store.lock_keys(command.key_positions(args.len()).map(|i| args.get(i)));
-        let mut ctx = Ctx {
-            args,
-            db: Db::Locked(&mut locked),
-            out,
-            shared,
-            conn,
-        };
-        (command.handler)(&mut ctx);
-    } else {
-        let mut ctx = Ctx {
-            args,
-            db: Db::Shared(store),
-            out,
-            shared,
-            conn,
-        };
-        (command.handler)(&mut ctx);
     }
 }
 

@@ -60,7 +60,7 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
         return ctx.err(b"EXECABORT Transaction discarded because of previous errors.");
     }
     let store = ctx.db.store();
-    let mut locked = store.lock_all();
+    let mut locked = store.lock_all(ctx.db.author());
     for (key, cas) in &watched {
         if locked.read(key, |item| item.map(|i| i.version())) != *cas {
             return ctx.nil_array();
@@ -72,19 +72,17 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
     }
 }
 
+/// Runs one queued command through the same `call` as a command sent alone (tracking of its
+/// reads, commandstats), against the keyspace EXEC holds.
 fn run_queued<'s>(ctx: &mut Ctx<'_, 's>, queued: &OwnedArgs, locked: &mut store::Locked<'s>) {
     let args = queued.args();
     let command = lookup(args.get(0)).expect("queued commands were looked up when queued");
-    let started = std::time::Instant::now();
-    let before = ctx.out.len();
-    let mut sub = Ctx {
+    super::call(
+        command,
         args,
-        db: Db::Locked(locked),
-        out: &mut *ctx.out,
-        shared: ctx.shared,
-        conn: &mut *ctx.conn,
-    };
-    (command.handler)(&mut sub);
-    // Each queued command counts in commandstats, as when it runs alone.
-    super::count_call(command, started, &ctx.out[before..]);
+        Db::Locked(locked),
+        ctx.shared,
+        ctx.conn,
+        ctx.out,
+    );
 }

@@ -249,6 +249,12 @@ impl McState {
 }
 
 impl Exec<'_> {
+    /// The author of this request's writes: this connection, named explicitly to the store so
+    /// that a tracking client on the same thread never mistakes the write for its own.
+    fn author(&self) -> store::Author {
+        store::Author(self.client.id)
+    }
+
     /// Runs one request; returns true when the connection must close (`quit`).
     fn run(&mut self, request: Request<'_>, out: &mut Vec<u8>) -> bool {
         match request {
@@ -337,7 +343,7 @@ impl Exec<'_> {
             _ => return,
         };
         if key.len() <= memcache::MAX_KEY_LEN {
-            self.shared.store.write(key, |e| e.remove());
+            self.shared.store.write(self.author(), key, |e| e.remove());
         }
     }
 }

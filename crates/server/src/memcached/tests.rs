@@ -453,7 +453,9 @@ fn hash_records_are_invisible() {
     let mut c = Conn::new();
     c.shared
         .store
-        .write(b"h", |e| e.put(Kind::Hash, b"\x00\x01", None, 0))
+        .write(store::Author::SERVER, b"h", |e| {
+            e.put(Kind::Hash, b"\x00\x01", None, 0)
+        })
         .expect("put");
     assert_eq!(c.send("get h\r\n"), "END\r\n");
     assert_eq!(c.send("mg h v\r\n"), "EN\r\n");
@@ -485,7 +487,7 @@ fn hash_records_are_invisible() {
 fn shared_keyspace_with_resp() {
     let mut c = Conn::new();
     // Written as RESP SET does it.
-    c.shared.store.write(b"r", |e| {
+    c.shared.store.write(store::Author::SERVER, b"r", |e| {
         crate::command::ops::store(
             e,
             &crate::command::ops::StoreArgs {

@@ -46,7 +46,7 @@ impl Exec<'_> {
         let expiry = Expiry::now(exptime);
         for key in keys {
             self.c.cmd_touch += 1;
-            let hit = store.write(key, |e| {
+            let hit = store.write(self.author(), key, |e| {
                 match e.item() {
                     Some(item) if is_string(item.kind()) => {}
                     _ => return false,
@@ -87,7 +87,7 @@ impl Exec<'_> {
         self.c.cmd_set += 1;
         let max_value = self.shared.settings.max_value_size.load(Relaxed);
         let expiry = Expiry::now(exptime);
-        let result = self.shared.store.write(key, |e| match kind {
+        let result = self.shared.store.write(self.author(), key, |e| match kind {
             StoreKind::Append | StoreKind::Prepend => {
                 match e.item() {
                     None => return Stored::Outcome(StoreOutcome::NotStored),
@@ -160,7 +160,7 @@ impl Exec<'_> {
     }
 
     pub(super) fn delete(&mut self, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
-        let deleted = self.shared.store.write(key, |e| e.remove());
+        let deleted = self.shared.store.write(self.author(), key, |e| e.remove());
         if deleted {
             self.c.delete_hits += 1;
         } else {
@@ -187,7 +187,7 @@ impl Exec<'_> {
         let result = self
             .shared
             .store
-            .write(key, |e| apply_delta(e, incr, delta, None));
+            .write(self.author(), key, |e| apply_delta(e, incr, delta, None));
         match result {
             Delta::Done(..) if incr => self.c.incr_hits += 1,
             Delta::Done(..) => self.c.decr_hits += 1,
@@ -211,7 +211,7 @@ impl Exec<'_> {
     pub(super) fn touch(&mut self, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<u8>) {
         self.c.cmd_touch += 1;
         let expiry = Expiry::now(exptime);
-        let touched = self.shared.store.write(key, |e| {
+        let touched = self.shared.store.write(self.author(), key, |e| {
             if !e.exists() {
                 return false;
             }
