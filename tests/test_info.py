@@ -408,6 +408,35 @@ def test_failed_and_rejected_calls(server_factory):
     assert int(info_sections(c, "stats")["Stats"]["total_error_replies"]) == 5
 
 
+@pytest.mark.cairn_only
+def test_memcached_requests_in_commandstats(server_factory):
+    """memcached requests count as the RESP command they map onto (memcached-only verbs under
+    their own names); CLIENT_ERROR / SERVER_ERROR replies are failed calls, NOT_STORED is not."""
+    srv = server_factory()
+    c, mc = srv.raw(), srv.mc_raw()
+    mc.request(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n")
+    mc.request(b"add k 0 0 1\r\nw\r\n", b"NOT_STORED\r\n")
+    mc.request(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n")
+    mc.request(b"gets nope nada\r\n", b"END\r\n")
+    mc.request(b"incr k 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+    mc.request(b"prepend k 0 0 1\r\nu\r\n", b"STORED\r\n")
+    mc.request(b"mn\r\n", b"MN\r\n")
+    mc.request(b"delete k\r\n", b"DELETED\r\n")
+    mc.request(b"delete k\r\n", b"NOT_FOUND\r\n")
+    mc.request(b"bogus\r\n", b"ERROR\r\n")  # unknown: errorstats only
+    stats = commandstats(c)
+    calls = {name: (s["calls"], s["failed_calls"]) for name, s in stats.items()}
+    assert calls["cmdstat_set"] == (2, 0)
+    assert calls["cmdstat_mget"] == (2, 0)
+    assert calls["cmdstat_incrby"] == (1, 1)
+    assert calls["cmdstat_prepend"] == (1, 0)
+    assert calls["cmdstat_mn"] == (1, 0)
+    assert calls["cmdstat_del"] == (2, 0)
+    assert errorstats(c) == {"errorstat_CLIENT_ERROR": 1, "errorstat_ERROR": 1}
+    # a memcached-only entry is not a RESP command
+    assert c.err("PREPEND", "k", "x").startswith("ERR unknown command")
+
+
 def test_noauth_counts_as_rejected(server_factory):
     srv = server_factory("--requirepass", "pw")
     c = srv.raw()

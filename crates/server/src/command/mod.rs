@@ -28,7 +28,7 @@ use resp::reply::{self, Version};
 use store::Db;
 
 pub use args::{Args, OwnedArgs};
-pub use table::{lookup, Command, COMMANDS};
+pub use table::{lookup, memcached_only_entry, Command, COMMANDS};
 
 use crate::clients::ClientInfo;
 use crate::shared::Shared;

@@ -13,6 +13,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
+use super::table::MEMCACHED_ONLY;
 use super::{Command, COMMANDS};
 
 struct ThreadCounters {
@@ -29,7 +30,7 @@ fn registry() -> &'static Mutex<Vec<Arc<ThreadCounters>>> {
 
 thread_local! {
     static LOCAL: Arc<ThreadCounters> = {
-        let zeros = || (0..COMMANDS.len()).map(|_| AtomicU64::new(0)).collect();
+        let zeros = || (0..entries()).map(|_| AtomicU64::new(0)).collect();
         let counters = Arc::new(ThreadCounters {
             calls: zeros(),
             nanos: zeros(),
@@ -41,9 +42,25 @@ thread_local! {
     };
 }
 
+/// Counted entries: the command table, then the memcached-only entries.
+fn entries() -> usize {
+    COMMANDS.len() + MEMCACHED_ONLY.len()
+}
+
+fn all() -> impl Iterator<Item = &'static Command> {
+    COMMANDS.iter().chain(MEMCACHED_ONLY.iter())
+}
+
 fn index_of(command: &'static Command) -> usize {
-    (command as *const Command as usize - COMMANDS.as_ptr() as usize)
-        / std::mem::size_of::<Command>()
+    let offset = |table: &[Command]| {
+        (command as *const Command as usize)
+            .checked_sub(table.as_ptr() as usize)
+            .map(|bytes| bytes / std::mem::size_of::<Command>())
+            .filter(|&i| i < table.len())
+    };
+    offset(COMMANDS)
+        .or_else(|| offset(MEMCACHED_ONLY).map(|i| COMMANDS.len() + i))
+        .expect("a command of the table")
 }
 
 /// Counts one call of `command` that took `nanos`; `failed`: it replied with an error.
@@ -75,7 +92,7 @@ pub struct CommandStats {
 
 /// The counters of every command called, failed or rejected at least once.
 pub fn snapshot() -> Vec<(&'static Command, CommandStats)> {
-    let mut totals = vec![CommandStats::default(); COMMANDS.len()];
+    let mut totals = vec![CommandStats::default(); entries()];
     for counters in registry().lock().iter() {
         for (i, total) in totals.iter_mut().enumerate() {
             total.calls += counters.calls[i].load(Relaxed);
@@ -84,8 +101,7 @@ pub fn snapshot() -> Vec<(&'static Command, CommandStats)> {
             total.rejected += counters.rejected[i].load(Relaxed);
         }
     }
-    COMMANDS
-        .iter()
+    all()
         .zip(totals)
         .filter(|(_, t)| t.calls + t.failed + t.rejected > 0)
         .map(|(c, t)| {

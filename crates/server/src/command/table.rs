@@ -182,6 +182,38 @@ pub static COMMANDS: &[Command] = &[
     cmd("sql.describe", 2, READONLY | DEFERRED, NONE, sql::describe, "Describes an SQL table's columns."),
 ];
 
+/// Internal entries for the memcached verbs that have no RESP command (memcached requests
+/// otherwise count as the RESP command they map onto, see `crate::memcached::verbs`). They
+/// exist for INFO commandstats: RESP's `lookup` and COMMAND never see them.
+#[rustfmt::skip]
+pub static MEMCACHED_ONLY: &[Command] = &[
+    cmd("gat", -3, W, NONE, memcached_only, "memcached: reads keys and sets their expiry (gat, gats)."),
+    cmd("cas", -6, W, NONE, memcached_only, "memcached: stores a value if its CAS is unchanged."),
+    cmd("prepend", -5, W, NONE, memcached_only, "memcached: prepends to a value."),
+    cmd("version", 1, FAST, NONE, memcached_only, "memcached: the server's version."),
+    cmd("verbosity", -2, FAST, NONE, memcached_only, "memcached: sets the log verbosity."),
+    cmd("cache_memlimit", -2, ADMIN, NONE, memcached_only, "memcached: sets the memory limit."),
+    cmd("stats", -1, 0, NONE, memcached_only, "memcached: statistics."),
+    cmd("mg", -2, R, NONE, memcached_only, "memcached meta get."),
+    cmd("ms", -3, W, NONE, memcached_only, "memcached meta set."),
+    cmd("md", -2, W, NONE, memcached_only, "memcached meta delete."),
+    cmd("ma", -2, W, NONE, memcached_only, "memcached meta arithmetic."),
+    cmd("mn", 1, FAST, NONE, memcached_only, "memcached meta no-op."),
+    cmd("me", 2, R, NONE, memcached_only, "memcached meta debug."),
+];
+
+fn memcached_only(ctx: &mut super::Ctx<'_, '_>) {
+    ctx.err(b"ERR a memcached verb, not a RESP command")
+}
+
+/// A memcached-only entry by name.
+pub fn memcached_only_entry(name: &str) -> &'static Command {
+    MEMCACHED_ONLY
+        .iter()
+        .find(|c| c.name == name)
+        .expect("memcached-only entry exists")
+}
+
 /// Finds a command by name, case-insensitively, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
     static INDEX: OnceLock<HashMap<&'static [u8], usize>> = OnceLock::new();
@@ -230,5 +262,9 @@ mod tests {
         assert!(COMMANDS
             .iter()
             .all(|c| c.name == c.name.to_ascii_lowercase()));
+        // memcached-only entries do not shadow RESP commands (they share INFO's namespace).
+        assert!(MEMCACHED_ONLY
+            .iter()
+            .all(|c| lookup(c.name.as_bytes()).is_none()));
     }
 }

@@ -14,6 +14,7 @@
 mod meta;
 mod stats;
 mod text;
+mod verbs;
 
 #[cfg(test)]
 mod tests;
@@ -214,7 +215,12 @@ impl McState {
                     pos += used;
                     commands += 1;
                     last = command_name(&request);
-                    if ex.run(request, out) {
+                    // Counted in commandstats as its command-table entry, as RESP commands are.
+                    let entry = verbs::entry(&request);
+                    let (started, before) = (std::time::Instant::now(), out.len());
+                    let quit = ex.run(request, out);
+                    verbs::count(entry, started, &out[before..]);
+                    if quit {
                         close = true;
                         break;
                     }
@@ -224,7 +230,11 @@ impl McState {
                         ex.c.store_too_large += 1;
                         ex.drop_refused_set(rest);
                     }
+                    let before = out.len();
                     err.write_reply(out);
+                    // A request refused unparsed has no entry to count under; as a RESP
+                    // unknown command, its error still shows in errorstats.
+                    verbs::record_refusal(&out[before..]);
                     let used = err.consumed();
                     if used > rest.len() {
                         self.skip = used - rest.len();
