@@ -4,7 +4,9 @@
 1. RSS of a server (`--requirepass`) after 10 unauthenticated connections each send a
    `$60000000` bulk header and 60 MB;
 2. how long a 100k-tag TAG.SET (and TAG.ADD) takes to be answered, and a 50k-clause TAG.COUNT;
-3. GET p99 and `SELECT 1` latency while 100 heavy SQL statements queue
+3. peak RSS while a `count(DISTINCT ...)` over 2M rows builds a temporary b-tree under
+   `--sql-maxmemory 32mb`;
+4. GET p99 and `SELECT 1` latency while 100 heavy SQL statements queue
    (scripts/sql_queue_latency.py).
 
 Usage: .venv/bin/python scripts/hardening_figures.py [path/to/cairn-server]
@@ -21,22 +23,8 @@ from pathlib import Path
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def encode(args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+sys.path.insert(0, str(ROOT / "scripts"))
+from sql_queue_latency import encode, free_port  # noqa: E402  (the script beside this one)
 
 
 def start(binary, *flags):
@@ -95,7 +83,7 @@ def unauthenticated_frames(binary):
 def timed(port, args):
     s = socket.create_connection(("127.0.0.1", port))
     s.settimeout(120)
-    data = encode(args)
+    data = encode(*(a if isinstance(a, bytes) else str(a) for a in args))
     t = time.perf_counter()
     s.sendall(data)
     buf = b""
@@ -135,6 +123,38 @@ def tag_refusals(binary):
         proc.kill()
 
 
+def sql_temp_btree(binary):
+    proc, port = start(binary, "--sql-maxmemory", "32mb", "--sql-timeout", "60s")
+    peak = [rss_mb(proc.pid)]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mb(proc.pid))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        before = peak[0]
+        sql = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 2000000) "
+               "SELECT count(DISTINCT hex(randomblob(48))) FROM c")
+        t = time.perf_counter()
+        try:
+            result = str(redis.Redis(port=port, socket_timeout=120).execute_command("SQL.QUERY", sql))
+        except redis.RedisError as e:
+            result = f"error: {e}"
+        took = time.perf_counter() - t
+        time.sleep(0.2)
+        done.set()
+        watcher.join()
+        print(f"SQL DISTINCT over 2M rows (--sql-maxmemory 32mb): RSS {before} MB, peak {peak[0]} MB, "
+              f"{took:.1f} s -> {result[:80]}")
+    finally:
+        done.set()
+        proc.kill()
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target/release/cairn-server")
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -142,6 +162,7 @@ def main():
     print(f"binary {binary} (checkout at {commit}), {os.cpu_count()} cores")
     unauthenticated_frames(binary)
     tag_refusals(binary)
+    sql_temp_btree(binary)
     subprocess.run([sys.executable, str(ROOT / "scripts/sql_queue_latency.py"), binary], check=False)
 
 

@@ -11,7 +11,7 @@
 #[path = "../../resp/tests/fuzzkit/mod.rs"]
 mod fuzzkit;
 
-use fuzzkit::{allocated_by, budget, hash, run, CountingAlloc, Rng};
+use fuzzkit::{allocated_by, budget, hash, random_pieces, run, CountingAlloc, Rng};
 use memcache::{
     decode_base64_key, parse, Error, MetaFlags, Parsed, Request, MAX_KEY_LEN, MAX_LINE_LEN,
     MAX_OPAQUE_LEN,
@@ -139,18 +139,6 @@ fn drive(stream: &[u8], pieces: &[usize], max_value_size: usize) -> Vec<String> 
         }
     }
     seen
-}
-
-fn random_pieces(rng: &mut Rng, len: usize) -> Vec<usize> {
-    let mut pieces = Vec::new();
-    let mut left = len;
-    while left > 0 {
-        let largest = if rng.one_in(3) { 4 } else { 64 };
-        let n = 1 + rng.below(left.min(largest));
-        pieces.push(n);
-        left -= n;
-    }
-    pieces
 }
 
 /// memcached drops a connection whose unterminated line outgrows its limit, so a line that

@@ -9,7 +9,7 @@
 
 mod fuzzkit;
 
-use fuzzkit::{allocated_by, budget, hash, run, CountingAlloc, Rng};
+use fuzzkit::{allocated_by, budget, hash, random_pieces, run, CountingAlloc, Rng};
 use resp::request::{parse_request, ArgSource, Limits, Parsed};
 use resp::value::{parse_value, skip_value, Value};
 use resp::ProtocolError;
@@ -80,18 +80,6 @@ fn drive_requests(stream: &[u8], pieces: &[usize]) -> (Vec<Vec<Vec<u8>>>, Option
         }
     }
     (seen, None)
-}
-
-fn random_pieces(rng: &mut Rng, len: usize) -> Vec<usize> {
-    let mut pieces = Vec::new();
-    let mut left = len;
-    while left > 0 {
-        let largest = if rng.one_in(3) { 4 } else { 64 };
-        let n = 1 + rng.below(left.min(largest));
-        pieces.push(n);
-        left -= n;
-    }
-    pieces
 }
 
 fn check_request(input: &[u8], rng: &mut Rng) -> u64 {

@@ -167,7 +167,7 @@ impl Session {
         self.scratch = scratch;
         self.count(commands);
         if commands > 0 {
-            self.conn.publish();
+            self.conn.publish_state();
         }
         let waiting = std::mem::take(&mut self.conn.waiting);
         Progress {

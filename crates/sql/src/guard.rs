@@ -59,7 +59,8 @@ const CLOCK_EVERY: u32 = 256;
 struct Methods(ffi::sqlite3_mem_methods);
 // SAFETY: written once, before SQLite is initialised (under `INSTALL`), then only read.
 unsafe impl Sync for Methods {}
-static mut DEFAULT: Methods = Methods(ffi::sqlite3_mem_methods {
+/// No allocator: what `DEFAULT` holds until [`install`] reads SQLite's own.
+const NO_METHODS: ffi::sqlite3_mem_methods = ffi::sqlite3_mem_methods {
     xMalloc: None,
     xFree: None,
     xRealloc: None,
@@ -68,7 +69,8 @@ static mut DEFAULT: Methods = Methods(ffi::sqlite3_mem_methods {
     xInit: None,
     xShutdown: None,
     pAppData: std::ptr::null_mut(),
-});
+};
+static mut DEFAULT: Methods = Methods(NO_METHODS);
 static INSTALL: Once = Once::new();
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
@@ -144,16 +146,7 @@ unsafe extern "C" fn guarded_realloc(p: *mut c_void, n: c_int) -> *mut c_void {
 /// size and SQLite's limits still apply.
 pub(crate) fn install() {
     INSTALL.call_once(|| unsafe {
-        let mut m = ffi::sqlite3_mem_methods {
-            xMalloc: None,
-            xFree: None,
-            xRealloc: None,
-            xSize: None,
-            xRoundup: None,
-            xInit: None,
-            xShutdown: None,
-            pAppData: std::ptr::null_mut(),
-        };
+        let mut m = NO_METHODS;
         if ffi::sqlite3_config(ffi::SQLITE_CONFIG_GETMALLOC, &mut m as *mut _) != ffi::SQLITE_OK
             || m.xMalloc.is_none()
             || m.xRealloc.is_none()

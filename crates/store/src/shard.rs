@@ -421,10 +421,25 @@ impl<'a> Entry<'a> {
                 .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
             return true;
         }
-        let marks = item.marks();
-        let header = item.header();
         // As `set_expire`: growth past the limit fails the rebuild, and then the plain path
         // (a fresh CAS) is better than no new deadline.
+        self.rebuild_with_cas(i, expire_at, cas, true) || self.set_expire(expire_at)
+    }
+
+    /// Rebuilds the record in slot `i` with deadline `expire_at`, its value, flags, tags and
+    /// meta marks unchanged, showing clients `cas` while WATCH sees a fresh version (the
+    /// rebuilt record has the field for it). `notify`: report the change to the listener.
+    /// False when the rebuild does not fit under the memory limit.
+    fn rebuild_with_cas(
+        &mut self,
+        i: usize,
+        expire_at: Option<u64>,
+        cas: u64,
+        notify: bool,
+    ) -> bool {
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        let marks = item.marks();
+        let header = item.header();
         let rebuilt = self.put_inner(
             header.kind,
             header.value_len,
@@ -433,12 +448,12 @@ impl<'a> Entry<'a> {
             TagWrite::Keep,
             Put::Rebuild {
                 client_cas: Some(cas),
-                notify: true,
+                notify,
             },
             |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
         );
         if rebuilt.is_err() {
-            return self.set_expire(expire_at);
+            return false;
         }
         self.set_marks(
             marks & crate::item::STALE != 0,
@@ -472,30 +487,12 @@ impl<'a> Entry<'a> {
         if item.cas() == cas {
             return true;
         }
-        if !item.has_version_field() {
-            let header = item.header();
-            let (stale, win_sent) = (
-                item.marks() & crate::item::STALE != 0,
-                item.marks() & crate::item::WIN_SENT != 0,
-            );
-            let rebuilt = self.put_inner(
-                header.kind,
-                header.value_len,
-                header.expire_at,
-                header.flags,
-                TagWrite::Keep,
-                Put::Rebuild {
-                    client_cas: Some(cas),
-                    notify: false,
-                },
-                |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
-            );
-            if rebuilt.is_ok() {
-                self.set_marks(stale, win_sent);
-                return true;
-            }
-            // Out of memory for 8 more bytes: the client's CAS still applies, at the cost of
-            // WATCH missing this change.
+        // Without room for the 8 more bytes of a version field, the client's CAS still
+        // applies in place, at the cost of WATCH missing this change.
+        if !item.has_version_field()
+            && self.rebuild_with_cas(i, item.header().expire_at, cas, false)
+        {
+            return true;
         }
         self.shard
             .table

@@ -244,6 +244,20 @@ pub fn run(
 }
 
 /// FNV-1a, for outcome signatures.
+/// Random cut points for feeding `len` bytes to a parser in pieces: mostly up to 64 bytes,
+/// often tiny ones (up to 4), which split headers and CRLFs.
+pub fn random_pieces(rng: &mut Rng, len: usize) -> Vec<usize> {
+    let mut pieces = Vec::new();
+    let mut left = len;
+    while left > 0 {
+        let largest = if rng.one_in(3) { 4 } else { 64 };
+        let n = 1 + rng.below(left.min(largest));
+        pieces.push(n);
+        left -= n;
+    }
+    pieces
+}
+
 pub fn hash(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

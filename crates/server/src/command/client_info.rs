@@ -9,14 +9,14 @@ use crate::clients::{client_flags, ClientType};
 /// CLIENT INFO: the caller's CLIENT LIST line.
 pub fn info(ctx: &mut Ctx<'_, '_>) {
     // Its own state as of this command, not as of the last batch.
-    ctx.conn.publish();
+    ctx.conn.publish_state();
     let line = ctx.conn.client.info_line() + "\n";
     resp::reply::verbatim(ctx.out, b"txt", line.as_bytes(), ctx.conn.version)
 }
 
 /// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]
 pub fn list(ctx: &mut Ctx<'_, '_>) {
-    ctx.conn.publish();
+    ctx.conn.publish_state();
     let mut clients = ctx.shared.clients.list();
     let argc = ctx.argc();
     if argc == 4 && ctx.arg(2).eq_ignore_ascii_case(b"type") {

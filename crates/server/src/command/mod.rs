@@ -133,7 +133,7 @@ impl Conn {
 
     /// Publishes what CLIENT LIST and INFO show of this connection's state (read by other
     /// threads): after each batch of commands, and before the client lists itself.
-    pub fn publish(&self) {
+    pub fn publish_state(&self) {
         use crate::clients::client_flags::*;
         use std::sync::atomic::Ordering::Relaxed;
         let st = &self.client.state;
