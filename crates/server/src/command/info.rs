@@ -412,8 +412,11 @@ fn memory_section(t: &mut String, shared: &Shared) {
         format!("{:.2}", ratio(rss, used)),
     );
     field(t, "mem_fragmentation_bytes", rss as i64 - used as i64);
-    field(t, "mem_not_counted_for_evict", 0);
-    field(t, "mem_replication_backlog", 0);
+    // The change stream's backlog stands where Redis's replication backlog does: reported,
+    // but not counted against maxmemory (it has its own bound, changes-backlog-size).
+    let backlog = shared.store.change_backlog_memory();
+    field(t, "mem_not_counted_for_evict", backlog);
+    field(t, "mem_replication_backlog", backlog);
     field(t, "mem_total_replication_buffers", 0);
     field(t, "mem_clients_slaves", 0);
     field(t, "mem_clients_normal", clients_memory(shared));
