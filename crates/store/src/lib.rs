@@ -10,6 +10,8 @@
 
 mod background;
 pub mod changes;
+#[cfg(test)]
+mod changes_tests;
 pub mod glob;
 pub mod hash;
 mod item;
