@@ -516,3 +516,52 @@ proptest! {
         prop_assert_eq!(original.positions(), cursor.position().iter().map(|p| p - 1).collect::<Vec<_>>());
     }
 }
+
+fn set_sixteen_by_thirty_two(s: &Store, n: u32) {
+    for i in 0..n {
+        let key = format!("key:{i:012}");
+        set(s, Author::SERVER, key.as_bytes(), &[b'v'; 32]);
+    }
+}
+
+/// The figure docs/architecture.md gives: 56 bytes of record plus the copy of the record
+/// (12 bytes of header, the key and the value, rounded to 8): 120 bytes per SET of 16 + 32.
+#[test]
+fn a_backlog_record_costs_its_overhead_and_its_copy() {
+    #[cfg(target_pointer_width = "64")]
+    assert_eq!(crate::changes::RECORD_OVERHEAD, 56);
+    let s = store(0, 64 << 20);
+    let cursor = s.subscribe();
+    set_sixteen_by_thirty_two(&s, 1000);
+    assert_eq!(
+        s.change_backlog_memory(),
+        1000 * (crate::changes::RECORD_OVERHEAD as u64 + 64)
+    );
+    drop(cursor);
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4096
+}
+
+/// What the process really holds per backlog record (ring slack and allocator included):
+/// `cargo test --release -p store backlog_rss -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn backlog_rss_per_record() {
+    const N: u32 = 200_000;
+    let s = store(0, 1 << 40);
+    set_sixteen_by_thirty_two(&s, N);
+    let before = rss_bytes();
+    let cursor = s.subscribe();
+    set_sixteen_by_thirty_two(&s, N);
+    let after = rss_bytes();
+    println!(
+        "backlog: {} B counted, {:.1} B counted per record, {:.1} B of RSS per record",
+        s.change_backlog_memory(),
+        s.change_backlog_memory() as f64 / N as f64,
+        (after - before) as f64 / N as f64
+    );
+    drop(cursor);
+}
