@@ -55,14 +55,23 @@ fn changes_are_numbered_in_order_per_shard() {
         assert_eq!(*position, start[i] + 1, "the cursor starts after the cut");
     }
     for i in 0..200u32 {
-        set(&s, Author(1), format!("k{}", i % 50).as_bytes(), &i.to_le_bytes());
+        set(
+            &s,
+            Author(1),
+            format!("k{}", i % 50).as_bytes(),
+            &i.to_le_bytes(),
+        );
     }
     let records = drain(&mut cursor);
     assert_eq!(records.len(), 200);
     let mut last: HashMap<usize, u64> = HashMap::new();
     for (log, seq, kind, key, _) in &records {
         assert_eq!(*kind, RecordKind::Set);
-        assert_eq!(shard_of(&s, key), *log, "a key's changes are in its shard's log");
+        assert_eq!(
+            shard_of(&s, key),
+            *log,
+            "a key's changes are in its shard's log"
+        );
         let expected = last.get(log).map_or(start[*log] + 1, |l| l + 1);
         assert_eq!(*seq, expected, "consecutive numbers in log {log}");
         last.insert(*log, *seq);
@@ -81,13 +90,19 @@ fn nothing_is_kept_without_a_consumer() {
     }
     assert_eq!(s.change_backlog_memory(), 0);
     let numbered: u64 = s.positions().iter().sum();
-    assert_eq!(numbered, 100, "changes are numbered even when nobody reads them");
+    assert_eq!(
+        numbered, 100,
+        "changes are numbered even when nobody reads them"
+    );
     let cursor = s.subscribe();
     set(&s, Author::SERVER, b"k", b"value");
     assert!(s.change_backlog_memory() > 0);
     let second = s.subscribe();
     drop(cursor);
-    assert!(s.change_backlog_memory() > 0, "another cursor still needs it");
+    assert!(
+        s.change_backlog_memory() > 0,
+        "another cursor still needs it"
+    );
     drop(second);
     assert_eq!(s.change_backlog_memory(), 0, "freed with the last cursor");
     set(&s, Author::SERVER, b"k", b"again");
@@ -137,11 +152,15 @@ fn kinds_and_authors_are_recorded() {
     s.write(Author(4), b"a", |e| e.set_cas(12345)); // unchanged: no record
     s.write(Author(5), b"a", |e| e.remove());
     s.write(Author(5), b"a", |e| e.remove()); // nothing there: no record
-    s.write(Author(6), b"b", |e| e.put(Kind::String, b"2", Some(past), 0))
-        .unwrap();
+    s.write(Author(6), b"b", |e| {
+        e.put(Kind::String, b"2", Some(past), 0)
+    })
+    .unwrap();
     s.write(Author(7), b"b", |e| e.exists()); // lazily expired by client 7's access
-    s.write(Author(6), b"c", |e| e.put(Kind::String, b"3", Some(past), 0))
-        .unwrap();
+    s.write(Author(6), b"c", |e| {
+        e.put(Kind::String, b"3", Some(past), 0)
+    })
+    .unwrap();
     s.expire_round();
     let mut a: Vec<_> = drain(&mut cursor)
         .into_iter()
@@ -224,11 +243,18 @@ fn sql_statements_have_their_own_log() {
     s.record_sql(Author(3), b"INSERT INTO t VALUES (1)");
     let mut got = Vec::new();
     cursor
-        .read(s.sql_log(), 10, |r| got.push((r.seq, r.kind, r.key().to_vec(), r.author)))
+        .read(s.sql_log(), 10, |r| {
+            got.push((r.seq, r.kind, r.key().to_vec(), r.author))
+        })
         .unwrap();
     assert_eq!(
         got,
-        vec![(1, RecordKind::Sql, b"INSERT INTO t VALUES (1)".to_vec(), Author(3))]
+        vec![(
+            1,
+            RecordKind::Sql,
+            b"INSERT INTO t VALUES (1)".to_vec(),
+            Author(3)
+        )]
     );
 }
 
@@ -281,7 +307,10 @@ fn the_tap_hears_each_change_a_group_delete_at_once_and_a_flush_once() {
     group.sort();
     assert_eq!(
         (group, calls[3].1),
-        (vec![b"t1".to_vec(), b"t2".to_vec(), b"t3".to_vec()], Author(3))
+        (
+            vec![b"t1".to_vec(), b"t2".to_vec(), b"t3".to_vec()],
+            Author(3)
+        )
     );
     assert_eq!(*tap.flushes.lock(), vec![Author(4)]);
     s.set_listening(false);
@@ -542,7 +571,13 @@ fn a_backlog_record_costs_its_overhead_and_its_copy() {
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4096
+    statm
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 4096
 }
 
 /// What the process really holds per backlog record (ring slack and allocator included):

@@ -245,8 +245,7 @@ mod access {
         let now = now_ms();
         let (mut live_count, mut expired, mut freed_total) = (0, 0, 0);
         let mut garbage = Vec::with_capacity(refs.len());
-        let listening =
-            store.taps.load(std::sync::atomic::Ordering::Relaxed) & TAP_LISTENER != 0;
+        let listening = store.taps.load(std::sync::atomic::Ordering::Relaxed) & TAP_LISTENER != 0;
         let mut changes: Vec<Change<'_>> = Vec::new();
         for r in refs {
             let Ok(pos) = held.binary_search_by_key(&shard_of_ref(r), |(i, _)| *i) else {
