@@ -679,6 +679,38 @@ mod tests {
         assert_eq!(human(12292096), "11.72M");
     }
 
+    /// The change stream's backlog (kept while a cursor consumer is registered) shows in
+    /// `used_memory` and `mem_replication_backlog`, and is not counted for eviction.
+    #[test]
+    fn memory_section_reports_the_change_backlog() {
+        let args = ["cairn-server", "--changes-backlog-size", "4mb"];
+        let shared = Shared::new(crate::config::Config::from_args(args).expect("config"));
+        assert_eq!(shared.store.change_backlog(), 4 << 20);
+        let memory = |name: &str| -> u64 {
+            let mut text = String::new();
+            memory_section(&mut text, &shared);
+            let prefix = format!("{name}:");
+            let line = text.lines().find(|l| l.starts_with(&prefix)).expect(name);
+            line[prefix.len()..].parse().expect("a number")
+        };
+        let put = |value: &[u8]| {
+            let kind = store::Kind::String;
+            let store = &shared.store;
+            store.write(store::Author::SERVER, b"k", |e| e.put(kind, value, None, 0))
+        };
+        put(b"before").unwrap();
+        assert_eq!(memory("mem_replication_backlog"), 0);
+        let cursor = shared.store.subscribe();
+        put(b"after").unwrap();
+        let backlog = shared.store.change_backlog_memory();
+        assert!(backlog > 0);
+        assert_eq!(memory("mem_replication_backlog"), backlog);
+        assert_eq!(memory("mem_not_counted_for_evict"), backlog);
+        assert!(memory("used_memory") >= shared.store.used_memory() + backlog);
+        drop(cursor);
+        assert_eq!(memory("mem_replication_backlog"), 0);
+    }
+
     #[test]
     fn ids_are_40_hex_digits() {
         let id = run_id();
