@@ -79,6 +79,8 @@ pub struct Config {
     pub client_output_limits: OutputLimits,
     pub max_tags_per_record: usize,
     pub tracking_table_max_keys: usize,
+    /// Bytes the change stream's backlogs may hold while a cursor consumer is registered.
+    pub changes_backlog_size: u64,
     pub sql_timeout: std::time::Duration,
     pub sql_max_result: usize,
     pub sql_maxmemory: u64,
@@ -180,6 +182,11 @@ struct Args {
     /// Keys the client-tracking table remembers; past it, the oldest are invalidated and dropped.
     #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = parse_positive)]
     tracking_table_max_keys: usize,
+
+    /// Bytes the change stream keeps for its cursor consumers (all shards together); kept only
+    /// while one is registered. A consumer that falls further behind must resync.
+    #[arg(long, value_name = "SIZE", default_value = "1mb", value_parser = parse_size)]
+    changes_backlog_size: u64,
 
     /// Longest an SQL statement may run before it is interrupted (e.g. 1s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -297,6 +304,7 @@ impl Config {
             client_output_limits,
             max_tags_per_record: a.max_tags_per_record as usize,
             tracking_table_max_keys: a.tracking_table_max_keys,
+            changes_backlog_size: a.changes_backlog_size,
             sql_timeout: a.sql_timeout,
             sql_max_result: a.sql_max_result,
             sql_maxmemory: a.sql_maxmemory,

@@ -109,8 +109,11 @@ impl Metrics {
 
 /// The memory INFO reports as `used_memory`, whose peak is tracked.
 pub fn used_memory(shared: &Shared) -> u64 {
-    // Client buffers count as Redis counts them: in used_memory and against maxmemory.
-    shared.store.used_memory() + shared.store.external_memory()
+    // Client buffers count as Redis counts them: in used_memory and against maxmemory; the
+    // change backlog in used_memory only (it has its own bound).
+    shared.store.used_memory()
+        + shared.store.external_memory()
+        + shared.store.change_backlog_memory()
 }
 
 #[cfg(test)]

@@ -102,12 +102,13 @@ impl Shared {
             maxmemory: config.maxmemory,
             evict: config.maxmemory_policy == MaxmemoryPolicy::Evict,
             background: true,
+            change_backlog: config.changes_backlog_size,
         });
         let tracking = Arc::new(crate::tracking::Tracking::new(
             store.clone(),
             config.tracking_table_max_keys,
         ));
-        store.set_listener(Arc::new(crate::tracking::Listener(tracking.clone())));
+        store.set_tap(Arc::new(crate::tracking::Listener(tracking.clone())));
         let sql_config = sql::SqlConfig {
             timeout: config.sql_timeout,
             max_result_bytes: config.sql_max_result,

@@ -387,14 +387,41 @@ fn write_invalidation(buf: &mut Vec<u8>, target: &ClientInfo, keys: Option<&[&[u
     }
 }
 
-/// Connects the store's change notifications to the tracking table.
+/// Client tracking as the change stream's tap: it looks only at which keys changed and who
+/// changed them (a change to a record's content, deadline or existence invalidates it; a CAS
+/// chosen right after a write does not, that write already did).
 pub struct Listener(pub Arc<Tracking>);
 
-impl store::ChangeListener for Listener {
-    fn keys_changed(&self, keys: &[&[u8]], author: store::Author) {
-        self.0.changed(keys, author)
+fn invalidates(change: &store::Change<'_>) -> bool {
+    use store::ChangeKind::*;
+    match change.kind {
+        Set(_) | Ttl { .. } | Delete | Expire | Evict => true,
+        Cas(_) | Flush | Sql => false,
     }
-    fn flushed(&self) {
+}
+
+impl store::ChangeTap for Listener {
+    fn changed(&self, changes: &[store::Change<'_>]) {
+        match changes {
+            [one] => {
+                if invalidates(one) {
+                    self.0.changed(&[one.key], one.author)
+                }
+            }
+            // A group delete: one author, its keys invalidated together as one message.
+            many => {
+                let keys: Vec<&[u8]> = many
+                    .iter()
+                    .filter(|c| invalidates(c))
+                    .map(|c| c.key)
+                    .collect();
+                if let (false, Some(first)) = (keys.is_empty(), many.first()) {
+                    self.0.changed(&keys, first.author)
+                }
+            }
+        }
+    }
+    fn flushed(&self, _author: store::Author) {
         self.0.flushed()
     }
 }

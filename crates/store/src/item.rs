@@ -414,6 +414,13 @@ impl ItemPtr {
         o.key + o.key_len + o.value_len
     }
 
+    /// The whole allocation: header, key and value (a change record copies it as is). Callers
+    /// hold the shard's exclusive lock, so no reader sets the reference bit meanwhile.
+    pub fn bytes<'a>(self) -> &'a [u8] {
+        // SAFETY: the allocation is `alloc_size` bytes long and live while the lock is held.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr(), self.alloc_size()) }
+    }
+
     /// Header of a copy of this record (tags excepted), for the caller to change.
     pub fn header(self) -> Header<'static> {
         let o = self.offsets();
@@ -449,6 +456,9 @@ impl<'a> Item<'a> {
             ptr,
             _lock: PhantomData,
         }
+    }
+    pub(crate) fn ptr(&self) -> ItemPtr {
+        self.ptr
     }
     pub fn key(&self) -> &'a [u8] {
         self.ptr.key()

@@ -5,9 +5,13 @@
 //! reference bit with a relaxed atomic store. Writes take one shard's exclusive lock through an
 //! `Entry`. Commands that must see several keys atomically lock their shards together, in shard
 //! order, through `Locked`. Large frees and flushed tables go to a reaper thread; an expiry
-//! thread removes expired records a bounded slice at a time.
+//! thread removes expired records a bounded slice at a time. Every change is numbered in its
+//! shard's log and reported in order (`changes`).
 
 mod background;
+pub mod changes;
+#[cfg(test)]
+mod changes_tests;
 pub mod glob;
 pub mod hash;
 mod item;
@@ -18,17 +22,19 @@ pub mod tags;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::{RwLock, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
+pub use changes::{Change, ChangeKind, ChangeRecord, ChangeTap, Cursor, Lagged, RecordKind};
 pub use item::{Item, Kind};
 pub use shard::{Entry, OutOfMemory, TagWrite};
 pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
 
+use changes::{ChangeKind as CK, Log, TAP_LISTENER};
 use item::ItemPtr;
 use shard::Shard;
 use table::{KeyHash, Probe, Table};
@@ -44,15 +50,6 @@ pub struct Author(pub u64);
 impl Author {
     /// The server itself (client ids start at 1).
     pub const SERVER: Author = Author(0);
-}
-
-/// Told about every change to the keyspace (client tracking). Called while the changed keys'
-/// shards are locked, so it must be quick and must not call back into the store.
-pub trait ChangeListener: Send + Sync {
-    /// These keys were written, deleted, expired or evicted by `author`.
-    fn keys_changed(&self, keys: &[&[u8]], author: Author);
-    /// Every key was removed (FLUSHALL).
-    fn flushed(&self);
 }
 
 /// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
@@ -72,7 +69,13 @@ pub struct StoreConfig {
     pub evict: bool,
     /// Run the background expiry and reaper threads (tests of the engine itself may not).
     pub background: bool,
+    /// Bytes the change backlogs may hold, all logs together (kept only while a cursor
+    /// consumer is registered).
+    pub change_backlog: u64,
 }
+
+/// Default bound of the change backlogs: Redis's default `repl-backlog-size`.
+pub const DEFAULT_CHANGE_BACKLOG: u64 = 1 << 20;
 
 impl Default for StoreConfig {
     fn default() -> Self {
@@ -81,6 +84,7 @@ impl Default for StoreConfig {
             maxmemory: 0,
             evict: true,
             background: true,
+            change_backlog: DEFAULT_CHANGE_BACKLOG,
         }
     }
 }
@@ -132,6 +136,8 @@ pub struct StoreStats {
     pub evicted: u64,
     /// Records written since start, by either protocol.
     pub stored: u64,
+    /// Bytes the change backlogs hold (not counted in `used_memory` nor against the limit).
+    pub change_backlog: u64,
 }
 
 pub struct Store {
@@ -147,9 +153,17 @@ pub struct Store {
     evict_cursor: AtomicUsize,
     reaper: Sender<Garbage>,
     pub(crate) tags: TagIndex,
-    listener: std::sync::OnceLock<Arc<dyn ChangeListener>>,
-    /// Whether anyone listens now: one relaxed load per write when nobody does.
-    listening: AtomicBool,
+    /// Told of every change while `taps` has `TAP_LISTENER` (client tracking).
+    tap: std::sync::OnceLock<Arc<dyn ChangeTap>>,
+    /// Who wants changes now (`changes::TAP_*` bits): one relaxed load per change when nobody.
+    taps: AtomicU8,
+    /// Registered cursors; the backlogs fill while there is one.
+    consumers: AtomicUsize,
+    /// The SQL statements' log (the shards' logs live in the shards).
+    sql: Mutex<Log>,
+    /// Bound of all backlogs together, and what they hold now.
+    change_backlog: AtomicU64,
+    backlog_used: AtomicI64,
 }
 
 impl Store {
@@ -178,8 +192,12 @@ impl Store {
             evict_cursor: AtomicUsize::new(0),
             reaper,
             tags: TagIndex::default(),
-            listener: std::sync::OnceLock::new(),
-            listening: AtomicBool::new(false),
+            tap: std::sync::OnceLock::new(),
+            taps: AtomicU8::new(0),
+            consumers: AtomicUsize::new(0),
+            sql: Mutex::new(Log::default()),
+            change_backlog: AtomicU64::new(config.change_backlog),
+            backlog_used: AtomicI64::new(0),
         });
         if config.background {
             background::spawn(&store, garbage);
@@ -189,27 +207,23 @@ impl Store {
         store
     }
 
-    /// Installs the change listener (once) and whether it is called.
-    pub fn set_listener(&self, listener: Arc<dyn ChangeListener>) {
-        let _ = self.listener.set(listener);
+    /// Installs the change tap (once); `set_listening` says whether it is called.
+    pub fn set_tap(&self, tap: Arc<dyn ChangeTap>) {
+        let _ = self.tap.set(tap);
     }
 
     pub fn set_listening(&self, on: bool) {
-        self.listening.store(on, Ordering::Relaxed);
-    }
-
-    pub(crate) fn notify(&self, keys: &[&[u8]], author: Author) {
-        if self.listening.load(Ordering::Relaxed) && !keys.is_empty() {
-            if let Some(l) = self.listener.get() {
-                l.keys_changed(keys, author);
-            }
+        if on {
+            self.taps.fetch_or(TAP_LISTENER, Ordering::Relaxed);
+        } else {
+            self.taps.fetch_and(!TAP_LISTENER, Ordering::Relaxed);
         }
     }
 
-    fn notify_flush(&self) {
-        if self.listening.load(Ordering::Relaxed) {
-            if let Some(l) = self.listener.get() {
-                l.flushed();
+    fn tell_flush(&self, author: Author) {
+        if self.taps.load(Ordering::Relaxed) & TAP_LISTENER != 0 {
+            if let Some(tap) = self.tap.get() {
+                tap.flushed(author);
             }
         }
     }
@@ -323,13 +337,18 @@ impl Store {
         self.len() == 0
     }
 
-    /// Removes every record; the memory is freed on the reaper thread.
+    /// Removes every record, as the server (a delayed flush); see `flush_by`.
     pub fn flush(&self) {
+        self.flush_by(Author::SERVER)
+    }
+
+    /// Removes every record, as `author`; the memory is freed on the reaper thread.
+    pub fn flush_by(&self, author: Author) {
         for cell in self.shards.iter() {
             let mut shard = cell.lock.write();
-            flush_shard(self, &mut shard);
+            flush_shard(self, &mut shard, author);
         }
-        self.notify_flush();
+        self.tell_flush(author);
     }
 
     pub fn stats(&self) -> StoreStats {
@@ -350,6 +369,7 @@ impl Store {
         let mut s = StoreStats {
             used_memory: self.used_memory(),
             external_memory: self.external_memory(),
+            change_backlog: self.change_backlog_memory(),
             ..StoreStats::default()
         };
         for (index, cell) in self.shards.iter().enumerate() {
@@ -420,7 +440,7 @@ fn count_lookup(cell: &ShardCell, hit: bool) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-fn flush_shard(store: &Store, shard: &mut Shard) {
+fn flush_shard(store: &Store, shard: &mut Shard, author: Author) {
     if store.tags.len() > 0 {
         for i in 0..shard.table.capacity() {
             if Table::slot_is_tagged(shard.table.slot(i)) {
@@ -442,6 +462,8 @@ fn flush_shard(store: &Store, shard: &mut Shard) {
     if let Err(err) = store.reaper.send(Garbage::Table(old)) {
         drop(err);
     }
+    let index = shard.index;
+    store.record(&mut shard.log, index, author, &[], CK::Flush);
 }
 
 /// Several shards held exclusively at once: commands run through it see and change their keys
@@ -506,9 +528,9 @@ impl<'s> Locked<'s> {
     pub fn flush(&mut self) {
         let store = self.store;
         for (_, shard) in self.guards.iter_mut() {
-            flush_shard(store, shard);
+            flush_shard(store, shard, self.author);
         }
-        store.notify_flush();
+        store.tell_flush(self.author);
     }
 }
 
@@ -563,7 +585,7 @@ impl<'a, 's> Db<'a, 's> {
 
     pub fn flush(&mut self) {
         match self {
-            Db::Shared(store, _) => store.flush(),
+            Db::Shared(store, author) => store.flush_by(*author),
             Db::Locked(locked) => locked.flush(),
         }
     }

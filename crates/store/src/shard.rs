@@ -9,6 +9,7 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::changes::{ChangeKind, Log};
 use crate::item::{Header, Item, ItemPtr, Kind};
 use crate::table::{KeyHash, Probe, Table};
 use crate::tags::{reference, Tag, ENTRY_COST};
@@ -17,15 +18,24 @@ use crate::{now_ms, Author, Garbage, Store};
 /// What `Entry::put_inner` is doing.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Put {
-    /// A write: a fresh CAS, the change listener told, counted in `stored`.
+    /// A write: a fresh CAS, a `Set` change, counted in `stored`.
     Write,
     /// The same record rebuilt with a new layout (a deadline or version field): `client_cas`
-    /// is the CAS clients keep seeing while the fresh one becomes the WATCH version; `notify`
-    /// is false where the write just before already told the change listener.
+    /// is the CAS clients keep seeing while the fresh one becomes the WATCH version; `change`
+    /// says what clients can see of it (the rebuild itself is invisible).
     Rebuild {
         client_cas: Option<u64>,
-        notify: bool,
+        change: Rebuilt,
     },
+}
+
+/// What a rebuild changes that clients see: the change it is recorded as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rebuilt {
+    /// A new deadline (EXPIRE, TOUCH on a record without the field): a `Ttl` change.
+    Ttl,
+    /// Only the CAS clients see, chosen right after a write (memcached `E`): a `Cas` change.
+    Cas,
 }
 
 /// What a write does to the record's tags.
@@ -47,6 +57,8 @@ pub(crate) struct Shard {
     pub clock_hand: usize,
     pub expire_cursor: usize,
     pub next_cas: u64,
+    /// This shard's change numbering and backlog (see `changes`).
+    pub log: Log,
 }
 
 /// Memory charged for a record: its allocation rounded to the allocator's 8-byte step.
@@ -68,15 +80,29 @@ impl Shard {
             clock_hand: 0,
             expire_cursor: 0,
             next_cas: 1,
+            log: Log::default(),
         }
     }
 
-    /// Removes the record in `slot` and frees it (on the reaper when large). Returns bytes freed.
-    pub fn remove_slot(&mut self, store: &Store, slot: usize, author: Author) -> usize {
+    /// Removes the record in `slot` and frees it (on the reaper when large), recording the
+    /// removal as `why` (Delete, Expire or Evict). Returns bytes freed.
+    pub fn remove_slot(
+        &mut self,
+        store: &Store,
+        slot: usize,
+        author: Author,
+        why: ChangeKind<'_>,
+    ) -> usize {
         let (item, freed) = self.unlink_slot(store, slot);
-        store.notify(&[item.key()], author);
+        self.record(store, author, item.key(), why);
         store.release(item, freed);
         freed
+    }
+
+    /// Numbers a change made to this shard and reports it (see `changes`).
+    #[inline]
+    pub fn record(&mut self, store: &Store, author: Author, key: &[u8], kind: ChangeKind<'_>) {
+        store.record(&mut self.log, self.index, author, key, kind);
     }
 
     /// Takes the record in `slot` out of the table and the tag index, leaving the freeing to
@@ -108,7 +134,7 @@ impl Shard {
                 if item.take_visited() {
                     continue;
                 }
-                return Some(self.remove_slot(store, i, Author::SERVER));
+                return Some(self.remove_slot(store, i, Author::SERVER, ChangeKind::Evict));
             }
         }
         None
@@ -127,7 +153,7 @@ impl Shard {
             if Table::slot_has_expire(slot) {
                 let item = self.table.item_at(i).expect("occupied slot");
                 if item.expire_at().is_some_and(|d| d <= now) {
-                    self.remove_slot(store, i, Author::SERVER);
+                    self.remove_slot(store, i, Author::SERVER, ChangeKind::Expire);
                     removed += 1;
                 }
             }
@@ -165,7 +191,7 @@ impl<'a> Entry<'a> {
             {
                 // Lazily expired on this client's access: attributed to it, as Redis's
                 // `current_client` is when a lookup deletes an expired key.
-                shard.remove_slot(store, i, author);
+                shard.remove_slot(store, i, author, ChangeKind::Expire);
                 store
                     .cell(shard_index)
                     .expired
@@ -204,7 +230,8 @@ impl<'a> Entry<'a> {
     pub fn remove(&mut self) -> bool {
         match self.probe {
             Probe::Found(i) => {
-                self.shard.remove_slot(self.store, i, self.author);
+                self.shard
+                    .remove_slot(self.store, i, self.author, ChangeKind::Delete);
                 self.probe = Probe::Vacant(i);
                 true
             }
@@ -270,9 +297,9 @@ impl<'a> Entry<'a> {
         how: Put,
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
-        let (client_cas, notify) = match how {
-            Put::Write => (None, true),
-            Put::Rebuild { client_cas, notify } => (client_cas, notify),
+        let client_cas = match how {
+            Put::Write => None,
+            Put::Rebuild { client_cas, .. } => client_cas,
         };
         let kept: Vec<Tag>;
         let tags: &[Tag] = match tags {
@@ -351,9 +378,18 @@ impl<'a> Entry<'a> {
         }
         self.shard.used += charged;
         self.store.account(charged as isize);
-        if notify {
-            self.store.notify(&[self.key], self.author);
-        }
+        let change = match how {
+            Put::Write => ChangeKind::Set(Item::new(item)),
+            Put::Rebuild {
+                change: Rebuilt::Ttl,
+                ..
+            } => ChangeKind::Ttl { expire_at, cas },
+            Put::Rebuild {
+                change: Rebuilt::Cas,
+                ..
+            } => ChangeKind::Cas(cas),
+        };
+        self.shard.record(self.store, self.author, self.key, change);
         if how == Put::Write {
             self.store
                 .cell(self.shard_index)
@@ -371,12 +407,13 @@ impl<'a> Entry<'a> {
         };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
         if item.set_expire_in_place(expire_at) {
-            self.store.notify(&[self.key], self.author);
             let cas = self.next_cas();
             item.set_fresh_cas(cas);
             self.shard
                 .table
                 .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
+            let change = ChangeKind::Ttl { expire_at, cas };
+            self.shard.record(self.store, self.author, self.key, change);
             return true;
         }
         // The record has no deadline field: rebuild it with one. Growth of 8 bytes is allowed
@@ -390,7 +427,7 @@ impl<'a> Entry<'a> {
             TagWrite::Keep,
             Put::Rebuild {
                 client_cas: None,
-                notify: true,
+                change: Rebuilt::Ttl,
             },
             |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
         )
@@ -412,30 +449,31 @@ impl<'a> Entry<'a> {
             && (expire_at.is_none() || item.has_expire_field())
             && item.set_expire_in_place(expire_at);
         if in_place {
-            self.store.notify(&[self.key], self.author);
             let version = self.next_cas();
             item.set_fresh_cas(version);
             item.set_cas(cas);
             self.shard
                 .table
                 .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
+            let change = ChangeKind::Ttl { expire_at, cas };
+            self.shard.record(self.store, self.author, self.key, change);
             return true;
         }
         // As `set_expire`: growth past the limit fails the rebuild, and then the plain path
         // (a fresh CAS) is better than no new deadline.
-        self.rebuild_with_cas(i, expire_at, cas, true) || self.set_expire(expire_at)
+        self.rebuild_with_cas(i, expire_at, cas, Rebuilt::Ttl) || self.set_expire(expire_at)
     }
 
     /// Rebuilds the record in slot `i` with deadline `expire_at`, its value, flags, tags and
     /// meta marks unchanged, showing clients `cas` while WATCH sees a fresh version (the
-    /// rebuilt record has the field for it). `notify`: report the change to the listener.
+    /// rebuilt record has the field for it). `change`: what it is recorded as.
     /// False when the rebuild does not fit under the memory limit.
     fn rebuild_with_cas(
         &mut self,
         i: usize,
         expire_at: Option<u64>,
         cas: u64,
-        notify: bool,
+        change: Rebuilt,
     ) -> bool {
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
         let marks = item.marks();
@@ -448,7 +486,7 @@ impl<'a> Entry<'a> {
             TagWrite::Keep,
             Put::Rebuild {
                 client_cas: Some(cas),
-                notify,
+                change,
             },
             |buf, old| buf.copy_from_slice(old.expect("record being rebuilt").value()),
         );
@@ -490,7 +528,7 @@ impl<'a> Entry<'a> {
         // Without room for the 8 more bytes of a version field, the client's CAS still
         // applies in place, at the cost of WATCH missing this change.
         if !item.has_version_field()
-            && self.rebuild_with_cas(i, item.header().expire_at, cas, false)
+            && self.rebuild_with_cas(i, item.header().expire_at, cas, Rebuilt::Cas)
         {
             return true;
         }
@@ -499,6 +537,8 @@ impl<'a> Entry<'a> {
             .item_at(i)
             .expect("found slot is occupied")
             .set_cas(cas);
+        let change = ChangeKind::Cas(cas);
+        self.shard.record(self.store, self.author, self.key, change);
         true
     }
 

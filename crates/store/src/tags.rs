@@ -217,6 +217,7 @@ mod access {
     //! Group reads and deletes over the shards a query touches.
 
     use super::{addr_of_ref, shard_of_ref, Query};
+    use crate::changes::{Change, ChangeKind, TAP_LISTENER};
     use crate::item::{Item, ItemPtr};
     use crate::shard::Shard;
     use crate::{now_ms, Author, Garbage, Locked, Store};
@@ -233,7 +234,8 @@ mod access {
     }
 
     /// Unlinks the records behind `refs` from their (held) shards and hands them to the reaper
-    /// in one batch. Returns how many were live.
+    /// in one batch; each removal is recorded (Delete, or Expire for one already past its
+    /// deadline) and the tap told of them together. Returns how many were live.
     fn delete_refs(
         store: &Store,
         refs: Vec<u64>,
@@ -243,6 +245,8 @@ mod access {
         let now = now_ms();
         let (mut live_count, mut expired, mut freed_total) = (0, 0, 0);
         let mut garbage = Vec::with_capacity(refs.len());
+        let listening = store.taps.load(std::sync::atomic::Ordering::Relaxed) & TAP_LISTENER != 0;
+        let mut changes: Vec<Change<'_>> = Vec::new();
         for r in refs {
             let Ok(pos) = held.binary_search_by_key(&shard_of_ref(r), |(i, _)| *i) else {
                 continue;
@@ -253,18 +257,24 @@ mod access {
             let crate::table::Probe::Found(slot) = shard.table.find(store.hash(key), key) else {
                 unreachable!("indexed record missing from its table")
             };
-            if live(item, now) {
+            let why = if live(item, now) {
                 live_count += 1;
+                ChangeKind::Delete
             } else {
                 expired += 1;
-            }
+                ChangeKind::Expire
+            };
             let (item, freed) = shard.unlink_slot(store, slot);
             freed_total += freed;
             garbage.push(item);
+            // The key stays readable until the batch is freed below.
+            let change = store.number(&mut shard.log, shard.index, author, item.key(), why);
+            if listening {
+                changes.push(change);
+            }
         }
         store.account(-(freed_total as isize));
-        let keys: Vec<&[u8]> = garbage.iter().map(|i| i.key()).collect();
-        store.notify(&keys, author);
+        store.tell(&changes);
         store
             .cell(0)
             .expired

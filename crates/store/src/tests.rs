@@ -16,6 +16,7 @@ fn store(maxmemory: u64, evict: bool) -> Arc<Store> {
         maxmemory,
         evict,
         background: false,
+        ..StoreConfig::default()
     })
 }
 
@@ -278,6 +279,7 @@ fn concurrent_readers_and_writers_keep_the_table_consistent() {
         maxmemory: 1 << 20,
         evict: true,
         background: true,
+        ..StoreConfig::default()
     });
     let threads: Vec<_> = (0..4u32)
         .map(|t| {
@@ -499,6 +501,7 @@ mod tag_tests {
             maxmemory: 0,
             evict: true,
             background: true,
+            ..StoreConfig::default()
         });
         let groups = 8i64;
         let per_group = 50u32;
@@ -571,6 +574,7 @@ mod tag_tests {
             maxmemory: 0,
             evict: true,
             background: true,
+            ..StoreConfig::default()
         });
         const ROUND: u32 = 3;
         const WRITER: u32 = 4;

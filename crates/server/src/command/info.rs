@@ -412,8 +412,11 @@ fn memory_section(t: &mut String, shared: &Shared) {
         format!("{:.2}", ratio(rss, used)),
     );
     field(t, "mem_fragmentation_bytes", rss as i64 - used as i64);
-    field(t, "mem_not_counted_for_evict", 0);
-    field(t, "mem_replication_backlog", 0);
+    // The change stream's backlog stands where Redis's replication backlog does: reported,
+    // but not counted against maxmemory (it has its own bound, changes-backlog-size).
+    let backlog = shared.store.change_backlog_memory();
+    field(t, "mem_not_counted_for_evict", backlog);
+    field(t, "mem_replication_backlog", backlog);
     field(t, "mem_total_replication_buffers", 0);
     field(t, "mem_clients_slaves", 0);
     field(t, "mem_clients_normal", clients_memory(shared));
@@ -674,6 +677,38 @@ mod tests {
         assert_eq!(human(1000), "1000B");
         assert_eq!(human(941040), "918.98K");
         assert_eq!(human(12292096), "11.72M");
+    }
+
+    /// The change stream's backlog (kept while a cursor consumer is registered) shows in
+    /// `used_memory` and `mem_replication_backlog`, and is not counted for eviction.
+    #[test]
+    fn memory_section_reports_the_change_backlog() {
+        let args = ["cairn-server", "--changes-backlog-size", "4mb"];
+        let shared = Shared::new(crate::config::Config::from_args(args).expect("config"));
+        assert_eq!(shared.store.change_backlog(), 4 << 20);
+        let memory = |name: &str| -> u64 {
+            let mut text = String::new();
+            memory_section(&mut text, &shared);
+            let prefix = format!("{name}:");
+            let line = text.lines().find(|l| l.starts_with(&prefix)).expect(name);
+            line[prefix.len()..].parse().expect("a number")
+        };
+        let put = |value: &[u8]| {
+            let kind = store::Kind::String;
+            let store = &shared.store;
+            store.write(store::Author::SERVER, b"k", |e| e.put(kind, value, None, 0))
+        };
+        put(b"before").unwrap();
+        assert_eq!(memory("mem_replication_backlog"), 0);
+        let cursor = shared.store.subscribe();
+        put(b"after").unwrap();
+        let backlog = shared.store.change_backlog_memory();
+        assert!(backlog > 0);
+        assert_eq!(memory("mem_replication_backlog"), backlog);
+        assert_eq!(memory("mem_not_counted_for_evict"), backlog);
+        assert!(memory("used_memory") >= shared.store.used_memory() + backlog);
+        drop(cursor);
+        assert_eq!(memory("mem_replication_backlog"), 0);
     }
 
     #[test]
