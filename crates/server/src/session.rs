@@ -8,6 +8,7 @@ use crate::clients::client_flags::BLOCKED;
 use crate::clients::ClientInfo;
 use crate::command::{self, flags, Args, Conn, OwnedArgs};
 use crate::memcached::McState;
+use crate::protocol::Protocol;
 use crate::shared::Shared;
 
 /// Output produced by one `process` call after which it returns early so that the runtime can
@@ -17,12 +18,6 @@ pub const OUTPUT_BATCH: usize = 1024 * 1024;
 /// Argument ranges kept for the next request; a bigger index (one per argument of a huge
 /// request) is freed once its request is done.
 const RANGES_KEEP: usize = 4096;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    Resp,
-    Memcache,
-}
 
 /// What `Session::process` did with the input it was given.
 #[derive(Clone, Copy, Debug)]
@@ -54,6 +49,8 @@ impl Session {
     pub fn new(protocol: Protocol, shared: Arc<Shared>, client: Arc<ClientInfo>) -> Session {
         let authenticated = !shared.settings.auth_required();
         let limits = resp::request::Limits::default();
+        // CLIENT LIST `tot-mem` counts the session; the registry cannot name its type.
+        crate::clients::set_session_mem(std::mem::size_of::<Session>());
         Session {
             protocol,
             shared,

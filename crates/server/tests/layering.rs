@@ -13,9 +13,26 @@ const RULES: &[(&str, &[&str])] = &[
     ("config", &["*"]),
     ("stats", &["*"]),
     ("keyspace", &["*"]),
-    ("clients", &["net", "session", "command", "memcached", "shared", "tracking", "pubsub"]),
-    ("pubsub", &["net", "session", "command", "memcached", "shared"]),
-    ("tracking", &["net", "session", "command", "memcached", "shared"]),
+    (
+        "clients",
+        &[
+            "net",
+            "session",
+            "command",
+            "memcached",
+            "shared",
+            "tracking",
+            "pubsub",
+        ],
+    ),
+    (
+        "pubsub",
+        &["net", "session", "command", "memcached", "shared"],
+    ),
+    (
+        "tracking",
+        &["net", "session", "command", "memcached", "shared"],
+    ),
     ("shared", &["net", "session", "command", "memcached"]),
     ("command", &["net", "session", "memcached"]),
     ("memcached", &["net", "session"]),
@@ -76,7 +93,10 @@ fn code_only(src: &str) -> String {
         } else if rest[0] == b'\'' {
             // A char literal ('x', '\n', '\u{..}') or a lifetime ('a), which stays.
             let n = if rest.len() > 2 && rest[1] == b'\\' {
-                rest[2..].iter().position(|&c| c == b'\'').map_or(1, |p| p + 3)
+                rest[2..]
+                    .iter()
+                    .position(|&c| c == b'\'')
+                    .map_or(1, |p| p + 3)
             } else if rest.len() > 2 && rest[2] == b'\'' {
                 3
             } else {
@@ -105,7 +125,9 @@ fn raw_string_len(s: &[u8]) -> Option<usize> {
     let mut close = vec![b'"'];
     close.extend(std::iter::repeat_n(b'#', hashes));
     let body = &s[open + 1..];
-    let end = body.windows(close.len()).position(|w| w == close.as_slice())?;
+    let end = body
+        .windows(close.len())
+        .position(|w| w == close.as_slice())?;
     Some(open + 1 + end + close.len())
 }
 
@@ -179,7 +201,10 @@ fn references(code: &str, path: &[String]) -> Vec<(String, usize)> {
                 }
                 depth = depth.saturating_sub(1);
             }
-            _ if word_start && s[i..].starts_with(b"mod") && !is_ident(*s.get(i + 3).unwrap_or(&0)) => {
+            _ if word_start
+                && s[i..].starts_with(b"mod")
+                && !is_ident(*s.get(i + 3).unwrap_or(&0)) =>
+            {
                 let j = skip_ws(s, i + 3);
                 let name = ident(&s[j..]).to_string();
                 let k = skip_ws(s, j + name.len());
@@ -247,12 +272,11 @@ fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
 fn module_graph(src: &Path) -> (BTreeMap<String, BTreeSet<String>>, Evidence) {
     let mut files = Vec::new();
     rust_files(src, &mut files);
-    let modules: BTreeSet<String> = files
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| top_module(src, f)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = modules
         .iter()
-        .filter_map(|f| top_module(src, f))
+        .map(|m| (m.clone(), BTreeSet::new()))
         .collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> =
-        modules.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
     let mut evidence = Evidence::new();
     for file in &files {
         let Some(from) = top_module(src, file) else {
@@ -279,7 +303,10 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
         .iter()
         .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
         .collect();
-    if parts.last().is_some_and(|p| p == "mod" || p == "lib" || p == "main") {
+    if parts
+        .last()
+        .is_some_and(|p| p == "mod" || p == "lib" || p == "main")
+    {
         parts.pop();
     }
     parts
@@ -327,7 +354,9 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 fn show_edge(evidence: &Evidence, from: &str, to: &str) -> String {
     match evidence.get(&(from.to_string(), to.to_string())) {
         Some((file, line)) => {
-            let file = file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(file);
+            let file = file
+                .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+                .unwrap_or(file);
             format!("  {from} -> {to}   ({}:{line})", file.display())
         }
         None => format!("  {from} -> {to}"),
@@ -370,7 +399,11 @@ fn the_layering_rules_hold() {
             }
         }
     }
-    assert!(broken.is_empty(), "forbidden dependencies:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "forbidden dependencies:\n{}",
+        broken.join("\n")
+    );
 }
 
 // The checker itself: each of these would pass vacuously if the parser missed a form.
@@ -396,7 +429,10 @@ fn paths_groups_and_super_are_found() {
         "super::super:: from command::x::tests stays in command"
     );
     // From a top-level file's inline module, super::super reaches the root.
-    let found = references(&code_only("mod tests { use super::super::pubsub; }"), &["clients".into()]);
+    let found = references(
+        &code_only("mod tests { use super::super::pubsub; }"),
+        &["clients".into()],
+    );
     assert_eq!(found, [("pubsub".to_string(), 1)]);
     // A raw string is not code.
     assert!(references(&code_only("let s = r#\"crate::net\"#;"), &["x".into()]).is_empty());
@@ -412,9 +448,17 @@ fn a_cycle_is_found_and_a_dag_passes() {
         }
         g
     };
-    let dag = graph(&[("net", "session"), ("session", "clients"), ("net", "clients")]);
+    let dag = graph(&[
+        ("net", "session"),
+        ("session", "clients"),
+        ("net", "clients"),
+    ]);
     assert_eq!(find_cycle(&dag), None);
-    let cyclic = graph(&[("net", "session"), ("session", "clients"), ("clients", "net")]);
+    let cyclic = graph(&[
+        ("net", "session"),
+        ("session", "clients"),
+        ("clients", "net"),
+    ]);
     assert_eq!(
         find_cycle(&cyclic).unwrap(),
         ["clients", "net", "session", "clients"]

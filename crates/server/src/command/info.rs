@@ -196,7 +196,7 @@ fn clients_memory(shared: &Shared) -> u64 {
                 + c.qbuf_free.load(Relaxed)
                 + c.omem.load(Relaxed)
                 + c.state.multi_mem.load(Relaxed)
-                + crate::clients::CLIENT_BASE_MEM
+                + crate::clients::client_base_mem()
         })
         .sum()
 }

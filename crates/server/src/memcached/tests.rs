@@ -6,7 +6,7 @@ use store::{now_ms, Kind};
 
 use super::*;
 use crate::config::Config;
-use crate::session::Protocol;
+use crate::protocol::Protocol;
 
 struct Conn {
     shared: Arc<Shared>,
