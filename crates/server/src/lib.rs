@@ -3,6 +3,7 @@
 pub mod clients;
 pub mod command;
 pub mod config;
+pub mod keyspace;
 pub mod memcached;
 pub mod metrics;
 pub mod net;

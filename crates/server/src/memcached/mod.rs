@@ -2,7 +2,7 @@
 //! (`mg`, `ms`, `md`, `ma`, `mn`, `me`) over the shared keyspace.
 //!
 //! Framing and validation live in the `memcache` crate; this module runs requests against the
-//! store and writes the replies. Storage commands go through `command::ops`, so a memcached `set`
+//! store and writes the replies. Storage commands go through `crate::keyspace`, so a memcached `set`
 //! and a RESP SET run the same code. Semantics follow memcached 1.6's `protocol.txt` and
 //! `proto_text.c`; the few deliberate differences are noted where they are made.
 //!

@@ -6,7 +6,7 @@ use memcache::{response, Keys, StoreKind};
 use store::now_ms;
 
 use super::{is_string, parse_counter, retime, Exec, Expiry};
-use crate::command::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
+use crate::keyspace::{self as ops, Cond, StoreArgs, StoreOutcome, Ttl};
 
 /// Result of a storage command, before it is written as a reply.
 enum Stored {

@@ -1,5 +1,6 @@
-//! Operations shared by RESP commands and memcached requests: a RESP SET and a memcached `set`
-//! both end in `store`, a RESP APPEND and a memcached `append` in `concat`.
+//! Keyspace operations shared by RESP commands and memcached requests, in neither protocol's
+//! terms: a RESP SET and a memcached `set` both end in `store`, a RESP APPEND and a memcached
+//! `append` in `concat`.
 
 use store::{Entry, Item, Kind, OutOfMemory, Tag, TagWrite};
 
