@@ -124,7 +124,7 @@ impl Session {
                 &mut self.resume,
             ) {
                 Err(err) => {
-                    command::stats::record_error(err.0.as_bytes());
+                    crate::stats::record_error(err.0.as_bytes());
                     err.write_reply(out);
                     consumed = input.len();
                     close = true;
@@ -206,11 +206,11 @@ impl Session {
                 "ERR wrong number of arguments for '{}' command",
                 command.name
             );
-            command::stats::record_rejected(command);
+            crate::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
         if !command.has(flags::NOAUTH) && self.conn.auth_pending(&self.shared.settings) {
-            command::stats::record_rejected(command);
+            crate::stats::record_rejected(command);
             return self.reject(out, b"NOAUTH Authentication required.");
         }
         if self.conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
@@ -218,14 +218,14 @@ impl Session {
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                 command.name
             );
-            command::stats::record_rejected(command);
+            crate::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
         self.conn.client.set_last_command(command.name);
         if let Some(queue) = self.conn.multi.as_mut() {
             if command.has(flags::DEFERRED) {
                 let msg = format!("ERR '{}' cannot run inside MULTI", command.name);
-                command::stats::record_rejected(command);
+                crate::stats::record_rejected(command);
                 return self.reject(out, msg.as_bytes());
             }
             if !command.has(flags::NOQUEUE) {
@@ -255,7 +255,7 @@ impl Session {
     /// Replies with an error for a command that could not run; inside MULTI this also dooms
     /// the transaction, as in Redis.
     fn reject(&mut self, out: &mut Vec<u8>, msg: &[u8]) {
-        command::stats::record_error(msg);
+        crate::stats::record_error(msg);
         if self.conn.multi.is_some() {
             self.conn.multi_dirty = true;
         }

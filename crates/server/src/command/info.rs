@@ -341,7 +341,7 @@ fn clients_section(t: &mut String, shared: &Shared) {
 }
 
 fn memory_section(t: &mut String, shared: &Shared) {
-    let used = crate::metrics::used_memory(shared);
+    let used = crate::shared::used_memory(shared);
     let peak = shared.metrics.note_memory(used);
     let rss = rss_bytes();
     let max = shared.store.maxmemory();
@@ -544,7 +544,7 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "tracking_total_items", tracked);
     field(t, "tracking_total_prefixes", 0);
     field(t, "unexpected_error_replies", 0);
-    field(t, "total_error_replies", super::stats::total_errors());
+    field(t, "total_error_replies", crate::stats::total_errors());
     field(t, "dump_payload_sanitizations", 0);
     field(
         t,
@@ -607,7 +607,10 @@ fn cpu_section(t: &mut String) {
 }
 
 fn commandstats_section(t: &mut String) {
-    for (command, s) in super::stats::snapshot() {
+    for (slot, s) in crate::stats::snapshot() {
+        let Some(command) = super::by_slot(slot) else {
+            continue;
+        };
         let per_call = if s.calls == 0 {
             0.0
         } else {
@@ -622,7 +625,7 @@ fn commandstats_section(t: &mut String) {
 }
 
 fn errorstats_section(t: &mut String) {
-    for (code, count) in super::stats::error_snapshot() {
+    for (code, count) in crate::stats::error_snapshot() {
         let _ = write!(t, "errorstat_{code}:count={count}\r\n");
     }
 }

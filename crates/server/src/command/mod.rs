@@ -14,7 +14,6 @@ mod keys;
 mod pubsub;
 mod server;
 mod sql;
-pub mod stats;
 mod strings;
 mod table;
 mod tags;
@@ -27,10 +26,11 @@ use resp::reply::{self, Version};
 use store::Db;
 
 pub use args::{Args, OwnedArgs};
-pub use table::{lookup, memcached_only_entry, Command, COMMANDS};
+pub use table::{by_slot, lookup, memcached_only_entry, Command, COMMANDS};
 
 use crate::clients::ClientInfo;
 use crate::shared::Shared;
+use crate::stats;
 
 /// Flags of a command-table entry.
 pub mod flags {
