@@ -168,7 +168,7 @@ fn group_heads(s: &[u8], open: usize) -> Vec<String> {
 }
 
 /// The crate-root modules named by one file: (module, line). `path` is the file's module path
-/// below the crate root (`["command", "stats"]` for src/command/stats.rs), which `super::`
+/// below the crate root (`["command", "strings"]` for src/command/strings.rs), which `super::`
 /// resolves against, inline `mod name { ... }` blocks included.
 fn references(code: &str, path: &[String]) -> Vec<(String, usize)> {
     let s = code.as_bytes();
