@@ -1,7 +1,8 @@
 //! The server crate's layering: the graph of its top-level modules (`clients`, `command`,
-//! `net`, ...) must have no cycle, and the rules below hold. An edge A -> B exists when a file
-//! of module A names `crate::B` (in a `use`, a `use crate::{B, ...}` group or a path in code)
-//! or reaches B through `super::`. Comments and string literals are not code and do not count.
+//! `net`, ...) must have no cycle, and each names only modules of lower layers (`LAYERS`). An
+//! edge A -> B exists when a file of module A names `crate::B` (in a `use`, a `use crate::{B,
+//! ...}` group or a path in code) or reaches B through `super::`. Comments and string literals
+//! are not code and do not count.
 //! docs/architecture.md ("The server crate's layers") describes the intended order.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -366,11 +367,16 @@ fn the_module_graph_has_no_cycle() {
                 .windows(2)
                 .map(|w| show_edge(&evidence, &w[0], &w[1]))
                 .collect();
+            let all: Vec<String> = subgraph(&graph, group)
+                .iter()
+                .flat_map(|(a, bs)| bs.iter().map(move |b| format!("{a}->{b}")))
+                .collect();
             format!(
-                "{} depend on each other, e.g. {}:\n{}",
+                "{} depend on each other, e.g. {}:\n{}\n  (every edge among them: {})",
                 group.iter().cloned().collect::<Vec<_>>().join(", "),
                 cycle.join(" -> "),
-                edges.join("\n")
+                edges.join("\n"),
+                all.join(" ")
             )
         })
         .collect();
