@@ -10,8 +10,16 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::net::Notifier;
-use crate::session::Protocol;
+use crate::protocol::Protocol;
+
+/// Wakes the thread that owns a connection, from any thread. The network runtime implements it
+/// (one per I/O thread), so the registry and its mailbox need not know the runtime.
+pub trait OwnerWaker: Send + Sync {
+    /// A client of that thread was killed: it should look for it and close it.
+    fn request_kill_scan(&self);
+    /// The client `client_id` in slot `token` of that thread has mail (see [`ClientInfo::post`]).
+    fn request_mail(&self, token: usize, client_id: u64);
+}
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
@@ -42,7 +50,7 @@ pub struct ClientInfo {
     pub omem: AtomicU64,
     last_cmd: Mutex<&'static str>,
     killed: AtomicBool,
-    notifier: Option<Arc<Notifier>>,
+    notifier: Option<Arc<dyn OwnerWaker>>,
     /// The connection's slot in its event loop, so that mail finds it without a scan.
     pub token: AtomicUsize,
     mailbox: Mutex<Mail>,
@@ -159,7 +167,7 @@ impl ClientInfo {
         laddr: String,
         fd: i32,
         protocol: Protocol,
-        notifier: Option<Arc<Notifier>>,
+        notifier: Option<Arc<dyn OwnerWaker>>,
     ) -> ClientInfo {
         ClientInfo {
             id,
@@ -310,7 +318,7 @@ impl ClientInfo {
         let omem = self.omem.load(Relaxed);
         let multi_mem = st.multi_mem.load(Relaxed);
         // The connection's buffers and queued commands, plus what it costs before any of them.
-        let tot_mem = qbuf + qbuf_free + omem + multi_mem + CLIENT_BASE_MEM;
+        let tot_mem = qbuf + qbuf_free + omem + multi_mem + client_base_mem();
         let mut s = String::with_capacity(320);
         let _ = write!(
             s,
@@ -370,10 +378,20 @@ impl ClientInfo {
     }
 }
 
+/// Size of a connection's protocol state (its session), which the session module sets: the
+/// registry sits below the sessions and cannot name their type.
+static SESSION_MEM: AtomicU64 = AtomicU64::new(0);
+
+/// Records the size of one connection's protocol state (see [`client_base_mem`]).
+pub fn set_session_mem(bytes: usize) {
+    SESSION_MEM.store(bytes as u64, Relaxed);
+}
+
 /// Memory a connection holds besides its buffers (its shared record and session), for
 /// `tot-mem`.
-pub const CLIENT_BASE_MEM: u64 =
-    (std::mem::size_of::<ClientInfo>() + std::mem::size_of::<crate::session::Session>()) as u64;
+pub fn client_base_mem() -> u64 {
+    std::mem::size_of::<ClientInfo>() as u64 + SESSION_MEM.load(Relaxed)
+}
 
 /// Which clients CLIENT KILL selects; every given criterion must match.
 #[derive(Default, Clone, Debug)]

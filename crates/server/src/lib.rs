@@ -3,10 +3,12 @@
 pub mod clients;
 pub mod command;
 pub mod config;
+pub mod keyspace;
 pub mod memcached;
-pub mod metrics;
 pub mod net;
+pub mod protocol;
 pub mod pubsub;
 pub mod session;
 pub mod shared;
+pub mod stats;
 pub mod tracking;

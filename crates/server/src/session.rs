@@ -8,6 +8,7 @@ use crate::clients::client_flags::BLOCKED;
 use crate::clients::ClientInfo;
 use crate::command::{self, flags, Args, Conn, OwnedArgs};
 use crate::memcached::McState;
+use crate::protocol::Protocol;
 use crate::shared::Shared;
 
 /// Output produced by one `process` call after which it returns early so that the runtime can
@@ -17,12 +18,6 @@ pub const OUTPUT_BATCH: usize = 1024 * 1024;
 /// Argument ranges kept for the next request; a bigger index (one per argument of a huge
 /// request) is freed once its request is done.
 const RANGES_KEEP: usize = 4096;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    Resp,
-    Memcache,
-}
 
 /// What `Session::process` did with the input it was given.
 #[derive(Clone, Copy, Debug)]
@@ -54,6 +49,8 @@ impl Session {
     pub fn new(protocol: Protocol, shared: Arc<Shared>, client: Arc<ClientInfo>) -> Session {
         let authenticated = !shared.settings.auth_required();
         let limits = resp::request::Limits::default();
+        // CLIENT LIST `tot-mem` counts the session; the registry cannot name its type.
+        crate::clients::set_session_mem(std::mem::size_of::<Session>());
         Session {
             protocol,
             shared,
@@ -127,7 +124,7 @@ impl Session {
                 &mut self.resume,
             ) {
                 Err(err) => {
-                    command::stats::record_error(err.0.as_bytes());
+                    crate::stats::record_error(err.0.as_bytes());
                     err.write_reply(out);
                     consumed = input.len();
                     close = true;
@@ -209,11 +206,11 @@ impl Session {
                 "ERR wrong number of arguments for '{}' command",
                 command.name
             );
-            command::stats::record_rejected(command);
+            crate::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
         if !command.has(flags::NOAUTH) && self.conn.auth_pending(&self.shared.settings) {
-            command::stats::record_rejected(command);
+            crate::stats::record_rejected(command);
             return self.reject(out, b"NOAUTH Authentication required.");
         }
         if self.conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
@@ -221,14 +218,14 @@ impl Session {
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                 command.name
             );
-            command::stats::record_rejected(command);
+            crate::stats::record_rejected(command);
             return self.reject(out, msg.as_bytes());
         }
         self.conn.client.set_last_command(command.name);
         if let Some(queue) = self.conn.multi.as_mut() {
             if command.has(flags::DEFERRED) {
                 let msg = format!("ERR '{}' cannot run inside MULTI", command.name);
-                command::stats::record_rejected(command);
+                crate::stats::record_rejected(command);
                 return self.reject(out, msg.as_bytes());
             }
             if !command.has(flags::NOQUEUE) {
@@ -258,7 +255,7 @@ impl Session {
     /// Replies with an error for a command that could not run; inside MULTI this also dooms
     /// the transaction, as in Redis.
     fn reject(&mut self, out: &mut Vec<u8>, msg: &[u8]) {
-        command::stats::record_error(msg);
+        crate::stats::record_error(msg);
         if self.conn.multi.is_some() {
             self.conn.multi_dirty = true;
         }

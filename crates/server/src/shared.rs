@@ -1,6 +1,6 @@
 //! State shared by every thread of the server: configuration, the store, clients and counters.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -8,22 +8,8 @@ use parking_lot::RwLock;
 
 use crate::clients::ClientRegistry;
 use crate::config::{Config, MaxmemoryPolicy};
-
-/// Counters reported by INFO and memcached `stats`. Relaxed atomics: they are statistics.
-#[derive(Default)]
-pub struct ServerStats {
-    pub total_connections_received: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub total_commands_processed: AtomicU64,
-    pub net_input_bytes: AtomicU64,
-    pub net_output_bytes: AtomicU64,
-    pub client_output_limit_disconnections: AtomicU64,
-    pub client_query_buffer_limit_disconnections: AtomicU64,
-    pub total_reads_processed: AtomicU64,
-    pub total_writes_processed: AtomicU64,
-    /// memcached `stats` counters (cmd_get, get_hits, cas_badval, ...).
-    pub memcache: crate::memcached::McStats,
-}
+use crate::stats::metrics::Metrics;
+use crate::stats::ServerStats;
 
 /// Settings that CONFIG SET may change while the server runs (the store holds maxmemory and
 /// the policy itself).
@@ -89,7 +75,9 @@ pub struct Shared {
     pub clients: ClientRegistry,
     pub stats: ServerStats,
     /// INFO's instantaneous rates and memory peak.
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: Metrics,
+    /// The pending delayed memcached `flush_all`, if any.
+    pub flush_timer: Arc<crate::keyspace::FlushTimer>,
     pub started: Instant,
     pub shutdown: AtomicBool,
 }
@@ -131,11 +119,34 @@ impl Shared {
             store,
             clients: ClientRegistry::default(),
             stats: ServerStats::default(),
-            metrics: crate::metrics::Metrics::default(),
+            metrics: Metrics::default(),
+            flush_timer: Arc::default(),
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
         });
-        crate::metrics::Metrics::start(&shared);
+        let weak = Arc::downgrade(&shared);
+        crate::stats::metrics::start(move || {
+            let Some(shared) = weak.upgrade() else {
+                return false;
+            };
+            let s = &shared.stats;
+            shared.metrics.sample(
+                s.total_commands_processed.load(Ordering::Relaxed),
+                s.net_input_bytes.load(Ordering::Relaxed),
+                s.net_output_bytes.load(Ordering::Relaxed),
+                used_memory(&shared),
+            );
+            true
+        });
         shared
     }
+}
+
+/// The memory INFO reports as `used_memory`, whose peak is tracked.
+pub fn used_memory(shared: &Shared) -> u64 {
+    // Client buffers count as Redis counts them: in used_memory and against maxmemory; the
+    // change backlog in used_memory only (it has its own bound).
+    shared.store.used_memory()
+        + shared.store.external_memory()
+        + shared.store.change_backlog_memory()
 }

@@ -430,7 +430,7 @@ impl store::ChangeTap for Listener {
 mod tests {
     use super::*;
     use crate::clients::ClientRegistry;
-    use crate::session::Protocol;
+    use crate::protocol::Protocol;
 
     fn resp3_client(reg: &ClientRegistry) -> Arc<ClientInfo> {
         let c = Arc::new(ClientInfo::detached(reg.next_id(), Protocol::Resp));

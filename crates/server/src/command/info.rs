@@ -196,7 +196,7 @@ fn clients_memory(shared: &Shared) -> u64 {
                 + c.qbuf_free.load(Relaxed)
                 + c.omem.load(Relaxed)
                 + c.state.multi_mem.load(Relaxed)
-                + crate::clients::CLIENT_BASE_MEM
+                + crate::clients::client_base_mem()
         })
         .sum()
 }
@@ -341,7 +341,7 @@ fn clients_section(t: &mut String, shared: &Shared) {
 }
 
 fn memory_section(t: &mut String, shared: &Shared) {
-    let used = crate::metrics::used_memory(shared);
+    let used = crate::shared::used_memory(shared);
     let peak = shared.metrics.note_memory(used);
     let rss = rss_bytes();
     let max = shared.store.maxmemory();
@@ -547,7 +547,7 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "tracking_total_items", tracked);
     field(t, "tracking_total_prefixes", 0);
     field(t, "unexpected_error_replies", 0);
-    field(t, "total_error_replies", super::stats::total_errors());
+    field(t, "total_error_replies", crate::stats::total_errors());
     field(t, "dump_payload_sanitizations", 0);
     field(
         t,
@@ -610,7 +610,10 @@ fn cpu_section(t: &mut String) {
 }
 
 fn commandstats_section(t: &mut String) {
-    for (command, s) in super::stats::snapshot() {
+    for (slot, s) in crate::stats::snapshot() {
+        let Some(command) = super::by_slot(slot) else {
+            continue;
+        };
         let per_call = if s.calls == 0 {
             0.0
         } else {
@@ -625,7 +628,7 @@ fn commandstats_section(t: &mut String) {
 }
 
 fn errorstats_section(t: &mut String) {
-    for (code, count) in super::stats::error_snapshot() {
+    for (code, count) in crate::stats::error_snapshot() {
         let _ = write!(t, "errorstat_{code}:count={count}\r\n");
     }
 }

@@ -2,7 +2,8 @@
 
 use store::{glob, now_ms, Kind};
 
-use super::{ops, parse_i64, Ctx, SYNTAX};
+use super::{parse_i64, Ctx, SYNTAX};
+use crate::keyspace as ops;
 
 pub fn del(ctx: &mut Ctx<'_, '_>) {
     let mut removed = 0;

@@ -1,7 +1,7 @@
 //! The command table (name, arity, flags, key positions, handler) and what a handler sees.
 //!
 //! RESP requests are looked up here by name; memcached requests are mapped onto entries of the
-//! same table by `crate::memcached`, so both protocols run the same handlers' logic (`ops`) on
+//! same table by `crate::memcached`, so both protocols run the same handlers' logic (`crate::keyspace`) on
 //! the same keyspace. Handlers append their reply to the connection's output buffer and never
 //! touch sockets.
 
@@ -11,11 +11,9 @@ mod client_info;
 mod hashes;
 mod info;
 mod keys;
-pub mod ops;
 mod pubsub;
 mod server;
 mod sql;
-pub mod stats;
 mod strings;
 mod table;
 mod tags;
@@ -28,10 +26,11 @@ use resp::reply::{self, Version};
 use store::Db;
 
 pub use args::{Args, OwnedArgs};
-pub use table::{lookup, memcached_only_entry, Command, COMMANDS};
+pub use table::{by_slot, lookup, memcached_only_entry, Command, COMMANDS};
 
 use crate::clients::ClientInfo;
 use crate::shared::Shared;
+use crate::stats;
 
 /// Flags of a command-table entry.
 pub mod flags {

@@ -316,7 +316,7 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
             }
             ctx.shared.store.reset_stats();
             ctx.shared.metrics.reset();
-            super::stats::reset();
+            crate::stats::reset();
             ctx.ok()
         }
         "get" | "set" | "resetstat" => wrong_args_sub(ctx, "config"),

@@ -2,8 +2,8 @@
 
 use store::{now_ms, Kind};
 
-use super::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
 use super::{parse_f64, parse_i64, Ctx, NOT_FLOAT, NOT_INTEGER, OOM, SYNTAX, WRONGTYPE};
+use crate::keyspace::{self as ops, Cond, StoreArgs, StoreOutcome, Ttl};
 
 const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (max-value-size)";
 

@@ -214,6 +214,29 @@ pub fn memcached_only_entry(name: &str) -> &'static Command {
         .expect("memcached-only entry exists")
 }
 
+/// commandstats counts each entry in its own slot: its position in the table, then in the
+/// memcached-only entries.
+impl crate::stats::Counted for Command {
+    fn slot(&'static self) -> usize {
+        let offset = |table: &[Command]| {
+            (self as *const Command as usize)
+                .checked_sub(table.as_ptr() as usize)
+                .map(|bytes| bytes / std::mem::size_of::<Command>())
+                .filter(|&i| i < table.len())
+        };
+        offset(COMMANDS)
+            .or_else(|| offset(MEMCACHED_ONLY).map(|i| COMMANDS.len() + i))
+            .expect("a command of the table")
+    }
+}
+
+/// The entry counted in commandstats `slot` (see `crate::stats::Counted`).
+pub fn by_slot(slot: usize) -> Option<&'static Command> {
+    COMMANDS
+        .get(slot)
+        .or_else(|| MEMCACHED_ONLY.get(slot.checked_sub(COMMANDS.len())?))
+}
+
 /// Finds a command by name, case-insensitively, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
     static INDEX: OnceLock<HashMap<&'static [u8], usize>> = OnceLock::new();
@@ -235,6 +258,17 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_entry_has_its_own_stats_slot() {
+        use crate::stats::Counted;
+        assert!(COMMANDS.len() + MEMCACHED_ONLY.len() <= crate::stats::SLOTS);
+        for (i, c) in COMMANDS.iter().chain(MEMCACHED_ONLY).enumerate() {
+            assert_eq!(c.slot(), i);
+            assert!(std::ptr::eq(by_slot(i).unwrap(), c));
+        }
+        assert!(by_slot(COMMANDS.len() + MEMCACHED_ONLY.len()).is_none());
+    }
 
     #[test]
     fn lookup_is_case_insensitive() {

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use store::{now_ms, Item, Kind, Op, Predicate, Query, Tag, TagWrite, MAX_PREDICATES};
 
-use super::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
 use super::{parse_i64, Ctx, OOM, SYNTAX};
+use crate::keyspace::{self as ops, Cond, StoreArgs, StoreOutcome, Ttl};
 
 fn too_many_tags(max: usize) -> Vec<u8> {
     format!("ERR too many tags for one record (max-tags-per-record is {max})").into_bytes()

@@ -8,7 +8,7 @@ use store::{now_ms, Kind};
 
 use super::text::{apply_delta, Delta, OOM_STORING};
 use super::{is_string, retime, ttl_secs, Counters, Exec, Expiry};
-use crate::command::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
+use crate::keyspace::{self as ops, Cond, StoreArgs, StoreOutcome, Ttl};
 
 /// What `mg` reads off a record before answering.
 #[derive(Clone, Copy)]

@@ -2,7 +2,7 @@
 //! (`mg`, `ms`, `md`, `ma`, `mn`, `me`) over the shared keyspace.
 //!
 //! Framing and validation live in the `memcache` crate; this module runs requests against the
-//! store and writes the replies. Storage commands go through `command::ops`, so a memcached `set`
+//! store and writes the replies. Storage commands go through `crate::keyspace`, so a memcached `set`
 //! and a RESP SET run the same code. Semantics follow memcached 1.6's `protocol.txt` and
 //! `proto_text.c`; the few deliberate differences are noted where they are made.
 //!
@@ -19,8 +19,7 @@ mod verbs;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use memcache::{Error, Parsed, Request};
@@ -28,6 +27,7 @@ use store::{Entry, Kind};
 
 use crate::clients::ClientInfo;
 use crate::shared::Shared;
+use crate::stats::memcache::Counters;
 
 /// What `version` answers: a memcached version clients can parse, then ours.
 pub const VERSION: &str = concat!("1.6.21-cairn-", env!("CARGO_PKG_VERSION"));
@@ -40,130 +40,6 @@ const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 /// still unsent from earlier calls must never stop the loop, or the connection would sit with
 /// complete requests buffered and nothing left to wake it.
 const OUT_SOFT_LIMIT: usize = 1 << 20;
-
-macro_rules! counters {
-    ($($name:ident),* $(,)?) => {
-        /// Per-connection tallies, flushed into [`McStats`] at the end of each `process` call so
-        /// that requests do not each touch shared cache lines.
-        #[derive(Default, Clone, Copy)]
-        pub(crate) struct Counters {
-            $(pub $name: u64,)*
-        }
-
-        /// memcached `stats` counters, shared by every connection (relaxed atomics).
-        #[derive(Default)]
-        pub struct McStats {
-            $(pub $name: AtomicU64,)*
-            /// The pending delayed `flush_all`, if any.
-            pub(crate) flush_timer: Arc<FlushTimer>,
-            /// `verbosity` level (0 to 2), shown by `stats settings`.
-            pub(crate) verbosity: AtomicU32,
-            /// The store's write count at the last `stats reset` (`total_items` counts from it).
-            pub(crate) total_items_base: AtomicU64,
-        }
-
-        impl Counters {
-            fn flush_into(&mut self, stats: &McStats) {
-                $(
-                    if self.$name != 0 {
-                        stats.$name.fetch_add(self.$name, Relaxed);
-                    }
-                )*
-                *self = Counters::default();
-            }
-        }
-
-        impl McStats {
-            fn snapshot(&self) -> Counters {
-                Counters { $($name: self.$name.load(Relaxed),)* }
-            }
-
-            fn reset(&self) {
-                $(self.$name.store(0, Relaxed);)*
-            }
-        }
-    };
-}
-
-counters!(
-    cmd_get,
-    cmd_set,
-    cmd_flush,
-    cmd_touch,
-    cmd_meta,
-    get_hits,
-    get_misses,
-    delete_hits,
-    delete_misses,
-    incr_hits,
-    incr_misses,
-    decr_hits,
-    decr_misses,
-    cas_hits,
-    cas_misses,
-    cas_badval,
-    touch_hits,
-    touch_misses,
-    store_too_large,
-    store_no_memory,
-);
-
-/// memcached keeps a single flush deadline: a delayed `flush_all` replaces the pending one and
-/// an immediate one cancels it. At most one timer thread runs.
-#[derive(Default)]
-pub(crate) struct FlushTimer {
-    /// Unix ms of the pending flush; 0 when none.
-    at: AtomicU64,
-    running: AtomicBool,
-}
-
-impl FlushTimer {
-    /// Flushes `store` at `at` (Unix ms), replacing any pending flush.
-    pub fn schedule(self: &Arc<Self>, store: &Arc<store::Store>, at: u64) {
-        self.at.store(at, Relaxed);
-        if self.running.swap(true, AcqRel) {
-            return;
-        }
-        let timer = Arc::clone(self);
-        let target = Arc::clone(store);
-        let spawned = std::thread::Builder::new()
-            .name("mc-flush".into())
-            .spawn(move || timer.run(&target));
-        if spawned.is_err() {
-            // No timer: flush now rather than never.
-            self.running.store(false, Release);
-            self.cancel();
-            store.flush();
-        }
-    }
-
-    /// Drops the pending flush (an immediate `flush_all` supersedes it).
-    pub fn cancel(&self) {
-        self.at.store(0, Relaxed);
-    }
-
-    fn run(&self, store: &store::Store) {
-        loop {
-            let at = self.at.load(Relaxed);
-            if at == 0 {
-                self.running.store(false, Release);
-                // A flush scheduled while we were stopping has no thread to run it: take over.
-                if self.at.load(Relaxed) != 0 && !self.running.swap(true, AcqRel) {
-                    continue;
-                }
-                return;
-            }
-            let now = store::now_ms();
-            if now >= at {
-                if self.at.compare_exchange(at, 0, Relaxed, Relaxed).is_ok() {
-                    store.flush();
-                }
-                continue;
-            }
-            std::thread::sleep(std::time::Duration::from_millis((at - now).min(100)));
-        }
-    }
-}
 
 /// One connection's memcached state: buffers reused across requests, the bytes still to be
 /// swallowed after a refused data block, and the counters not yet published.

@@ -8,7 +8,7 @@ use memcache::{response, Keys};
 use super::{Exec, VERSION};
 use crate::clients::ClientInfo;
 use crate::config::IoModel;
-use crate::session::Protocol;
+use crate::protocol::Protocol;
 use crate::shared::Shared;
 
 /// memcached's `MAX_VERBOSITY_LEVEL`: higher levels are taken as this one.

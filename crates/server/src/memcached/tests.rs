@@ -6,7 +6,7 @@ use store::{now_ms, Kind};
 
 use super::*;
 use crate::config::Config;
-use crate::session::Protocol;
+use crate::protocol::Protocol;
 
 struct Conn {
     shared: Arc<Shared>,
@@ -488,12 +488,12 @@ fn shared_keyspace_with_resp() {
     let mut c = Conn::new();
     // Written as RESP SET does it.
     c.shared.store.write(store::Author::SERVER, b"r", |e| {
-        crate::command::ops::store(
+        crate::keyspace::store(
             e,
-            &crate::command::ops::StoreArgs {
+            &crate::keyspace::StoreArgs {
                 value: b"from-resp",
-                cond: crate::command::ops::Cond::Always,
-                ttl: crate::command::ops::Ttl::Set(None),
+                cond: crate::keyspace::Cond::Always,
+                ttl: crate::keyspace::Ttl::Set(None),
                 flags: 0,
                 cas: None,
             },

@@ -6,7 +6,7 @@ use memcache::{response, Keys, StoreKind};
 use store::now_ms;
 
 use super::{is_string, parse_counter, retime, Exec, Expiry};
-use crate::command::ops::{self, Cond, StoreArgs, StoreOutcome, Ttl};
+use crate::keyspace::{self as ops, Cond, StoreArgs, StoreOutcome, Ttl};
 
 /// Result of a storage command, before it is written as a reply.
 enum Stored {
@@ -240,7 +240,7 @@ impl Exec<'_> {
     /// `flush_all` replaces a pending one, as memcached's single flush deadline does.
     pub(super) fn flush_all(&mut self, delay: i64, noreply: bool, out: &mut Vec<u8>) {
         self.c.cmd_flush += 1;
-        let timer = &self.shared.stats.memcache.flush_timer;
+        let timer = &self.shared.flush_timer;
         let now = now_ms();
         match Expiry::from_exptime(delay, now) {
             Expiry::At(at) if at > now => timer.schedule(&self.shared.store, at),

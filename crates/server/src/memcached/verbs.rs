@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 
 use memcache::{Request, StoreKind};
 
-use crate::command::{self, stats, Command};
+use crate::command::{self, Command};
+use crate::stats;
 
 /// Entry names, in the order of the indexes `index` returns.
 const NAMES: [&str; 22] = [

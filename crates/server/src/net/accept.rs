@@ -13,7 +13,7 @@ use tracing::{debug, error, warn};
 use super::listen::{Listener, Stream};
 use super::{NewConn, Notifier, WAKER};
 use crate::clients::ClientInfo;
-use crate::session::Protocol;
+use crate::protocol::Protocol;
 use crate::shared::Shared;
 
 /// An event loop that receives connections.

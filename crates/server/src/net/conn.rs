@@ -27,7 +27,7 @@ use super::pool::IN_BUF;
 const READ_BUDGET: usize = 16;
 
 /// Per-thread context for driving connections: the buffer pool, limits, and counters that are
-/// added to [`crate::shared::ServerStats`] once per loop turn.
+/// added to [`crate::stats::ServerStats`] once per loop turn.
 pub struct Ctx {
     pub pool: BufPool,
     /// Largest input buffer (`config::effective_query_buffer_limit`).

@@ -11,7 +11,7 @@ use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 use tracing::warn;
 
-use crate::session::Protocol;
+use crate::protocol::Protocol;
 
 const BACKLOG: i32 = 4096;
 

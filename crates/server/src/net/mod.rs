@@ -33,8 +33,9 @@ use std::time::{Duration, Instant};
 use mio::{Poll, Token, Waker};
 use tracing::{info, warn};
 
+use crate::clients::OwnerWaker;
 use crate::config::IoModel;
-use crate::session::Protocol;
+use crate::protocol::Protocol;
 use crate::shared::Shared;
 
 use accept::{Acceptor, LoopHandle};
@@ -70,14 +71,25 @@ impl Notifier {
         }
     }
 
+    fn take_mail(&self, into: &mut Vec<(usize, u64)>) {
+        std::mem::swap(&mut *self.mail.lock(), into);
+    }
+
+    fn take_kill_scan(&self) -> bool {
+        self.kill_scan.load(Relaxed) && self.kill_scan.swap(false, Relaxed)
+    }
+}
+
+/// The registry reaches a client's thread through its notifier.
+impl OwnerWaker for Notifier {
     /// A client of this thread was killed: look for it and close it.
-    pub fn request_kill_scan(&self) {
+    fn request_kill_scan(&self) {
         self.kill_scan.store(true, Relaxed);
         self.wake();
     }
 
     /// A client of this thread has mail (see `ClientInfo::post`).
-    pub fn request_mail(&self, token: usize, client_id: u64) {
+    fn request_mail(&self, token: usize, client_id: u64) {
         let first = {
             let mut mail = self.mail.lock();
             mail.push((token, client_id));
@@ -86,14 +98,6 @@ impl Notifier {
         if first {
             self.wake();
         }
-    }
-
-    fn take_mail(&self, into: &mut Vec<(usize, u64)>) {
-        std::mem::swap(&mut *self.mail.lock(), into);
-    }
-
-    fn take_kill_scan(&self) -> bool {
-        self.kill_scan.load(Relaxed) && self.kill_scan.swap(false, Relaxed)
     }
 }
 

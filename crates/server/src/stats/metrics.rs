@@ -3,12 +3,9 @@
 //! the mean of the last 16 samples, as Redis's serverCron computes them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-
-use crate::shared::Shared;
 
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 const SAMPLES: usize = 16;
@@ -57,34 +54,33 @@ pub struct Metrics {
     peak_memory: AtomicU64,
 }
 
-impl Metrics {
-    /// Starts the sampling thread; it ends once the server's shared state is dropped.
-    pub fn start(shared: &Arc<Shared>) {
-        let weak: Weak<Shared> = Arc::downgrade(shared);
-        let spawned = std::thread::Builder::new()
-            .name("cairn-metrics".into())
-            .spawn(move || loop {
-                std::thread::sleep(SAMPLE_EVERY);
-                match weak.upgrade() {
-                    Some(shared) => shared.metrics.sample(&shared),
-                    None => return,
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("metrics thread did not start (INFO rates stay 0): {e}");
-        }
+/// Starts the sampling thread, which calls `sample` every 100 ms until it returns false (the
+/// server's shared state is gone).
+pub fn start(mut sample: impl FnMut() -> bool + Send + 'static) {
+    let spawned = std::thread::Builder::new()
+        .name("cairn-metrics".into())
+        .spawn(move || loop {
+            std::thread::sleep(SAMPLE_EVERY);
+            if !sample() {
+                return;
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("metrics thread did not start (INFO rates stay 0): {e}");
     }
+}
 
-    fn sample(&self, shared: &Shared) {
+impl Metrics {
+    /// One sample of the counters (commands, input and output bytes) and of `used_memory`.
+    pub fn sample(&self, commands: u64, input_bytes: u64, output_bytes: u64, used_memory: u64) {
         let now = Instant::now();
-        let s = &shared.stats;
         {
             let mut r = self.rates.lock();
-            r.ops.sample(now, s.total_commands_processed.load(Relaxed));
-            r.input.sample(now, s.net_input_bytes.load(Relaxed));
-            r.output.sample(now, s.net_output_bytes.load(Relaxed));
+            r.ops.sample(now, commands);
+            r.input.sample(now, input_bytes);
+            r.output.sample(now, output_bytes);
         }
-        self.note_memory(used_memory(shared));
+        self.note_memory(used_memory);
     }
 
     /// Raises the peak to `used` if higher; returns the peak.
@@ -105,15 +101,6 @@ impl Metrics {
     pub fn reset(&self) {
         *self.rates.lock() = Rates::default();
     }
-}
-
-/// The memory INFO reports as `used_memory`, whose peak is tracked.
-pub fn used_memory(shared: &Shared) -> u64 {
-    // Client buffers count as Redis counts them: in used_memory and against maxmemory; the
-    // change backlog in used_memory only (it has its own bound).
-    shared.store.used_memory()
-        + shared.store.external_memory()
-        + shared.store.change_backlog_memory()
 }
 
 #[cfg(test)]

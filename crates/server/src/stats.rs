@@ -1,11 +1,18 @@
-//! Per-command call counts and time (INFO commandstats), and error replies by code (INFO
-//! errorstats). Each thread counts calls into its own array of relaxed atomics, so hot
-//! commands on many cores never share a cache line; INFO sums the arrays. Errors are rarer
-//! and go to one shared table.
+//! Server-wide statistics: per-command call counts and time (INFO commandstats), error replies
+//! by code (INFO errorstats), the server's counters ([`ServerStats`]), memcached's `stats`
+//! counters ([`memcache`]) and INFO's rates ([`metrics`]). A leaf: it names nothing else of
+//! the crate, so every layer may count into it.
+//!
+//! Each thread counts calls into its own array of relaxed atomics, so hot commands on many
+//! cores never share a cache line; INFO sums the arrays. Errors are rarer and go to one shared
+//! table.
 //!
 //! As in Redis 7: `calls` counts commands that ran, `failed_calls` those of them that replied
 //! with an error, `rejected_calls` commands refused before running (wrong arity, NOAUTH,
 //! OOM, not allowed in this context), which are not in `calls`.
+
+pub mod memcache;
+pub mod metrics;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -13,8 +20,31 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::table::MEMCACHED_ONLY;
-use super::{Command, COMMANDS};
+/// Counters reported by INFO and memcached `stats`. Relaxed atomics: they are statistics.
+#[derive(Default)]
+pub struct ServerStats {
+    pub total_connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub total_commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub client_output_limit_disconnections: AtomicU64,
+    pub client_query_buffer_limit_disconnections: AtomicU64,
+    pub total_reads_processed: AtomicU64,
+    pub total_writes_processed: AtomicU64,
+    /// memcached `stats` counters (cmd_get, get_hits, cas_badval, ...).
+    pub memcache: memcache::McStats,
+}
+
+/// Slots of the per-command counters: the command table's entries, then its memcached-only
+/// entries (the table checks that they fit).
+pub const SLOTS: usize = 256;
+
+/// What commandstats counts: an entry of the command table, which gives each entry its own
+/// slot below [`SLOTS`] (the table's position, so no lookup on the hot path).
+pub trait Counted: 'static {
+    fn slot(&'static self) -> usize;
+}
 
 struct ThreadCounters {
     calls: Box<[AtomicU64]>,
@@ -30,7 +60,7 @@ fn registry() -> &'static Mutex<Vec<Arc<ThreadCounters>>> {
 
 thread_local! {
     static LOCAL: Arc<ThreadCounters> = {
-        let zeros = || (0..entries()).map(|_| AtomicU64::new(0)).collect();
+        let zeros = || (0..SLOTS).map(|_| AtomicU64::new(0)).collect();
         let counters = Arc::new(ThreadCounters {
             calls: zeros(),
             nanos: zeros(),
@@ -42,30 +72,9 @@ thread_local! {
     };
 }
 
-/// Counted entries: the command table, then the memcached-only entries.
-fn entries() -> usize {
-    COMMANDS.len() + MEMCACHED_ONLY.len()
-}
-
-fn all() -> impl Iterator<Item = &'static Command> {
-    COMMANDS.iter().chain(MEMCACHED_ONLY.iter())
-}
-
-fn index_of(command: &'static Command) -> usize {
-    let offset = |table: &[Command]| {
-        (command as *const Command as usize)
-            .checked_sub(table.as_ptr() as usize)
-            .map(|bytes| bytes / std::mem::size_of::<Command>())
-            .filter(|&i| i < table.len())
-    };
-    offset(COMMANDS)
-        .or_else(|| offset(MEMCACHED_ONLY).map(|i| COMMANDS.len() + i))
-        .expect("a command of the table")
-}
-
 /// Counts one call of `command` that took `nanos`; `failed`: it replied with an error.
-pub fn record(command: &'static Command, nanos: u64, failed: bool) {
-    let i = index_of(command);
+pub fn record(command: &'static impl Counted, nanos: u64, failed: bool) {
+    let i = command.slot();
     LOCAL.with(|c| {
         c.calls[i].fetch_add(1, Relaxed);
         c.nanos[i].fetch_add(nanos, Relaxed);
@@ -76,8 +85,8 @@ pub fn record(command: &'static Command, nanos: u64, failed: bool) {
 }
 
 /// Counts `command` refused before it ran.
-pub fn record_rejected(command: &'static Command) {
-    let i = index_of(command);
+pub fn record_rejected(command: &'static impl Counted) {
+    let i = command.slot();
     LOCAL.with(|c| c.rejected[i].fetch_add(1, Relaxed));
 }
 
@@ -90,9 +99,9 @@ pub struct CommandStats {
     pub rejected: u64,
 }
 
-/// The counters of every command called, failed or rejected at least once.
-pub fn snapshot() -> Vec<(&'static Command, CommandStats)> {
-    let mut totals = vec![CommandStats::default(); entries()];
+/// The counters of every command called, failed or rejected at least once, by slot.
+pub fn snapshot() -> Vec<(usize, CommandStats)> {
+    let mut totals = vec![CommandStats::default(); SLOTS];
     for counters in registry().lock().iter() {
         for (i, total) in totals.iter_mut().enumerate() {
             total.calls += counters.calls[i].load(Relaxed);
@@ -101,8 +110,9 @@ pub fn snapshot() -> Vec<(&'static Command, CommandStats)> {
             total.rejected += counters.rejected[i].load(Relaxed);
         }
     }
-    all()
-        .zip(totals)
+    totals
+        .into_iter()
+        .enumerate()
         .filter(|(_, t)| t.calls + t.failed + t.rejected > 0)
         .map(|(c, t)| {
             (

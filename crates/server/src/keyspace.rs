@@ -1,5 +1,10 @@
-//! Operations shared by RESP commands and memcached requests: a RESP SET and a memcached `set`
-//! both end in `store`, a RESP APPEND and a memcached `append` in `concat`.
+//! Keyspace operations shared by RESP commands and memcached requests, in neither protocol's
+//! terms: a RESP SET and a memcached `set` both end in `store`, a RESP APPEND and a memcached
+//! `append` in `concat`.
+
+use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
 
 use store::{Entry, Item, Kind, OutOfMemory, Tag, TagWrite};
 
@@ -123,5 +128,63 @@ pub fn deadline(amount: i64, unit_ms: i64, absolute: bool, now: u64) -> Option<i
         Some(ms)
     } else {
         ms.checked_add(now as i64)
+    }
+}
+
+/// A delayed flush of the whole keyspace (memcached `flush_all <delay>`). memcached keeps a
+/// single flush deadline: a delayed `flush_all` replaces the pending one and an immediate one
+/// cancels it. At most one timer thread runs.
+#[derive(Default)]
+pub struct FlushTimer {
+    /// Unix ms of the pending flush; 0 when none.
+    at: AtomicU64,
+    running: AtomicBool,
+}
+
+impl FlushTimer {
+    /// Flushes `store` at `at` (Unix ms), replacing any pending flush.
+    pub fn schedule(self: &Arc<Self>, store: &Arc<store::Store>, at: u64) {
+        self.at.store(at, Relaxed);
+        if self.running.swap(true, AcqRel) {
+            return;
+        }
+        let timer = Arc::clone(self);
+        let target = Arc::clone(store);
+        let spawned = std::thread::Builder::new()
+            .name("mc-flush".into())
+            .spawn(move || timer.run(&target));
+        if spawned.is_err() {
+            // No timer: flush now rather than never.
+            self.running.store(false, Release);
+            self.cancel();
+            store.flush();
+        }
+    }
+
+    /// Drops the pending flush (an immediate `flush_all` supersedes it).
+    pub fn cancel(&self) {
+        self.at.store(0, Relaxed);
+    }
+
+    fn run(&self, store: &store::Store) {
+        loop {
+            let at = self.at.load(Relaxed);
+            if at == 0 {
+                self.running.store(false, Release);
+                // A flush scheduled while we were stopping has no thread to run it: take over.
+                if self.at.load(Relaxed) != 0 && !self.running.swap(true, AcqRel) {
+                    continue;
+                }
+                return;
+            }
+            let now = store::now_ms();
+            if now >= at {
+                if self.at.compare_exchange(at, 0, Relaxed, Relaxed).is_ok() {
+                    store.flush();
+                }
+                continue;
+            }
+            std::thread::sleep(std::time::Duration::from_millis((at - now).min(100)));
+        }
     }
 }
