@@ -70,7 +70,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// otherwise `Nms`.
 pub fn render_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
