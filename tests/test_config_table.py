@@ -142,3 +142,12 @@ def test_stats_settings_agree_with_config_get(server_factory):
     assert stats["inter"] == config["bind"] == HOST
     assert stats["evictions"] == "off"
     assert stats["domain_socket"] == "NULL"
+
+
+def test_config_help(server_factory):
+    srv = server_factory()
+    c = srv.raw()
+    lines = decode_resp(c.command("CONFIG", "HELP"))
+    assert lines[0].startswith(b"CONFIG <subcommand>")
+    assert b"REWRITE" in lines and b"GET <pattern>" in lines
+    assert c.err("CONFIG", "HELP", "x") == "ERR wrong number of arguments for 'config|help' command"

@@ -212,7 +212,26 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
             super::stats::reset();
             ctx.ok()
         }
-        "get" | "set" | "resetstat" | "rewrite" => wrong_args_sub(ctx, "config"),
+        "help" if ctx.argc() == 2 => {
+            const HELP: &[&str] = &[
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
+                "HELP",
+                "    Prints this help.",
+            ];
+            ctx.array(HELP.len());
+            for line in HELP {
+                ctx.simple(line.as_bytes());
+            }
+        }
+        "get" | "set" | "resetstat" | "rewrite" | "help" => wrong_args_sub(ctx, "config"),
         _ => unknown_subcommand(ctx, "CONFIG"),
     }
 }

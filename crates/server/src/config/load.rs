@@ -30,7 +30,10 @@ pub(super) fn command() -> Command {
                 ),
         );
     for setting in SETTINGS {
-        let help = format!("{} [default: {}]", setting.help, setting.default_doc());
+        let mut help = format!("{} [default: {}]", setting.help, setting.default_doc());
+        if setting.mutable() {
+            help.push_str(" [CONFIG SET can change it]");
+        }
         let check = move |text: &str| -> Result<String, String> {
             (setting.parse)(&mut Config::blank(), text).map(|()| text.to_string())
         };
@@ -111,6 +114,9 @@ pub(super) fn parse_file(text: &str) -> Result<Vec<(&'static str, String)>, Stri
             }
         };
         (setting.parse)(&mut Config::blank(), &text).map_err(|e| format!("key '{key}': {e}"))?;
+        if out.iter().any(|(name, _)| *name == setting.name) {
+            return Err(format!("key '{key}': {} is set twice", setting.name));
+        }
         out.push((setting.name, text));
     }
     Ok(out)

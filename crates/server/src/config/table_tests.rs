@@ -301,6 +301,8 @@ fn rewrite_writes_the_config_file_that_loads_back() {
 fn unknown_file_keys_are_refused_with_their_name() {
     let err = super::load::parse_file("port = 1\nmaxmemroy = \"1gb\"\n").unwrap_err();
     assert!(err.contains("unknown key 'maxmemroy'"), "{err}");
+    let err = super::load::parse_file("max_value_size = 1\nmax-value-size = 2\n").unwrap_err();
+    assert!(err.contains("max-value-size is set twice"), "{err}");
     let err = super::load::parse_file("port = 70000\n").unwrap_err();
     assert!(err.contains("key 'port'"), "{err}");
 }
