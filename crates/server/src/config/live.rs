@@ -27,6 +27,8 @@ pub struct Settings {
     pub output_limits: RwLock<OutputLimits>,
     pub max_value_size: AtomicUsize,
     pub client_query_buffer_limit: AtomicUsize,
+    /// Most typed tags one record may carry (TAG.SET / TAG.ADD).
+    pub max_tags_per_record: AtomicUsize,
     /// Microseconds; a command running longer goes to the SLOWLOG (0: all, negative: none).
     pub slowlog_log_slower_than: AtomicI64,
     /// Entries the SLOWLOG keeps.
@@ -73,6 +75,7 @@ impl Settings {
             output_limits: RwLock::new(config.client_output_limits),
             max_value_size: AtomicUsize::new(config.max_value_size),
             client_query_buffer_limit: AtomicUsize::new(config.client_query_buffer_limit),
+            max_tags_per_record: AtomicUsize::new(config.max_tags_per_record),
             slowlog_log_slower_than: AtomicI64::new(config.slowlog_log_slower_than),
             slowlog_max_len: AtomicU64::new(config.slowlog_max_len),
             latency_monitor_threshold: AtomicU64::new(config.latency_monitor_threshold),

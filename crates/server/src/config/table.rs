@@ -411,17 +411,21 @@ pub static SETTINGS: &[Setting] = &[
         read_output_limits,
         write_output_limits,
     ),
-    fixed(
-        "max-tags-per-record",
-        "N",
-        "Most typed tags one record may carry (1 to 255).",
-        DefaultValue::Text("16"),
-        Kind::Int,
-        |c, v| {
-            c.max_tags_per_record = parse_int_in(v, 1, 255)? as usize;
-            Ok(())
-        },
-        |c| c.max_tags_per_record.to_string(),
+    mutable(
+        fixed(
+            "max-tags-per-record",
+            "N",
+            "Most typed tags one record may carry (1 to 255).",
+            DefaultValue::Text("16"),
+            Kind::Int,
+            |c, v| {
+                c.max_tags_per_record = parse_int_in(v, 1, 255)? as usize;
+                Ok(())
+            },
+            |c| c.max_tags_per_record.to_string(),
+        ),
+        |s, c| c.max_tags_per_record = s.max_tags_per_record.load(Relaxed),
+        |s, c| s.max_tags_per_record.store(c.max_tags_per_record, Relaxed),
     ),
     fixed(
         "tracking-table-max-keys",
