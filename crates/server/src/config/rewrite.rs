@@ -71,7 +71,10 @@ pub fn rewrite_text(old: &str, current: &Config, defaults: &Config) -> String {
         !matches!(s.default, DefaultValue::PartOf(_))
             && (in_file(s)
                 || forced.contains(&s.name)
-                || (s.render)(current) != (s.render)(defaults))
+                || (s.render)(current) != (s.render)(defaults)
+                // Given explicitly, the memcached port listens even with requirepass set:
+                // written, it stays explicit after a restart.
+                || (s.name == "memcache-port" && current.memcache_port_explicit))
     };
 
     let mut out = String::with_capacity(old.len() + 256);
