@@ -596,6 +596,11 @@ def test_max_tags_per_record(server_factory, r):
     assert tags_of(c, "b") == [(1, 1), (2, 2)]
     assert c.execute_command("TAG.ADD", "b", 5, 5) == 1
     assert count(c, [(5, "ANY")]) == 1 and count(c, [(6, "ANY")]) == 0
+    # CONFIG SET changes it at run time
+    assert c.config_set("max-tags-per-record", 4)
+    assert tag_set(c, "c", "v", (1, 1), (2, 2), (3, 3), (4, 4)) == b"OK"
+    with pytest.raises(redis.ResponseError, match=r"max-tags-per-record is 4\)"):
+        tag_set(c, "d", "v", (1, 1), (2, 2), (3, 3), (4, 4), (5, 5))
     c.close()
 
 

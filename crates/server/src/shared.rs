@@ -1,70 +1,19 @@
 //! State shared by every thread of the server: configuration, the store, clients and counters.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::RwLock;
-
 use crate::clients::ClientRegistry;
+/// The run-time settings live with the settings table (`config`); re-exported where the rest
+/// of the server has always found them.
+pub use crate::config::Settings;
 use crate::config::{Config, MaxmemoryPolicy};
 use crate::stats::metrics::Metrics;
 use crate::stats::ServerStats;
 
-/// Settings that CONFIG SET may change while the server runs (the store holds maxmemory and
-/// the policy itself).
-pub struct Settings {
-    requirepass: RwLock<Option<Vec<u8>>>,
-    auth_required: AtomicBool,
-    pub maxclients: AtomicUsize,
-    /// Unsent-output limits per client class; event loops copy them once per turn.
-    pub output_limits: RwLock<crate::config::OutputLimits>,
-    pub max_value_size: AtomicUsize,
-    pub client_query_buffer_limit: AtomicUsize,
-}
-
-impl Settings {
-    fn new(config: &Config) -> Settings {
-        let settings = Settings {
-            requirepass: RwLock::new(None),
-            auth_required: AtomicBool::new(false),
-            maxclients: AtomicUsize::new(config.maxclients),
-            output_limits: RwLock::new(config.client_output_limits),
-            max_value_size: AtomicUsize::new(config.max_value_size),
-            client_query_buffer_limit: AtomicUsize::new(config.client_query_buffer_limit),
-        };
-        settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));
-        settings
-    }
-
-    /// Whether new connections must AUTH before running commands.
-    pub fn auth_required(&self) -> bool {
-        self.auth_required.load(Ordering::Relaxed)
-    }
-
-    pub fn requirepass(&self) -> Option<Vec<u8>> {
-        self.requirepass.read().clone()
-    }
-
-    pub fn set_requirepass(&self, pass: Option<&[u8]>) {
-        let pass = pass.filter(|p| !p.is_empty()).map(<[u8]>::to_vec);
-        self.auth_required.store(pass.is_some(), Ordering::Relaxed);
-        *self.requirepass.write() = pass;
-    }
-
-    /// Constant-time comparison, so the reply time does not leak the password's prefix.
-    pub fn password_matches(&self, given: &[u8]) -> bool {
-        match &*self.requirepass.read() {
-            None => false,
-            Some(p) => {
-                p.len() == given.len()
-                    && p.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-            }
-        }
-    }
-}
-
 pub struct Shared {
+    /// The configuration at start; the running values of mutable settings are in `settings`.
     pub config: Config,
     pub pubsub: crate::pubsub::PubSub,
     /// The SQL engine; None if it could not start (SQL commands then say so).
@@ -114,7 +63,7 @@ impl Shared {
             pubsub: crate::pubsub::PubSub::default(),
             sql,
             tracking,
-            settings: Settings::new(&config),
+            settings: Settings::new(&config, store.clone()),
             config,
             store,
             clients: ClientRegistry::default(),

@@ -4,10 +4,8 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use resp::reply::Version;
-use store::glob;
 
 use super::{flags, parse_i64, Ctx, COMMANDS, NOT_INTEGER, SYNTAX};
-use crate::config::parse_size;
 
 /// The Redis version cairn reports, so that clients enable the features it implements.
 pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
@@ -162,119 +160,11 @@ pub fn hello(ctx: &mut Ctx<'_, '_>) {
     ctx.array(0);
 }
 
-/// CONFIG GET values, by parameter name.
-fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
-    let cfg = &ctx.shared.config;
-    let s = &ctx.shared.settings;
-    let path = |p: &Option<std::path::PathBuf>| {
-        p.as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
-    };
-    vec![
-        ("bind", cfg.bind.clone()),
-        ("port", cfg.port.to_string()),
-        ("unixsocket", path(&cfg.unixsocket)),
-        (
-            "unixsocketperm",
-            cfg.unixsocketperm
-                .map(|p| format!("{p:o}"))
-                .unwrap_or_else(|| "0".into()),
-        ),
-        ("memcache-port", cfg.memcache_port.to_string()),
-        ("memcache-unixsocket", path(&cfg.memcache_unixsocket)),
-        ("threads", cfg.threads.to_string()),
-        ("io-model", cfg.io_model.name().to_string()),
-        ("workers", cfg.workers.to_string()),
-        ("maxmemory", ctx.shared.store.maxmemory().to_string()),
-        (
-            "maxmemory-policy",
-            if ctx.shared.store.evicts() {
-                "evict"
-            } else {
-                "noeviction"
-            }
-            .to_string(),
-        ),
-        ("maxclients", s.maxclients.load(Relaxed).to_string()),
-        (
-            "requirepass",
-            s.requirepass()
-                .map(|p| String::from_utf8_lossy(&p).into_owned())
-                .unwrap_or_default(),
-        ),
-        ("loglevel", cfg.loglevel.clone()),
-        ("max-value-size", s.max_value_size.load(Relaxed).to_string()),
-        (
-            "client-query-buffer-limit",
-            s.client_query_buffer_limit.load(Relaxed).to_string(),
-        ),
-        (
-            "client-output-limit",
-            s.output_limits.read().normal.hard.to_string(),
-        ),
-        (
-            "client-output-buffer-limit",
-            s.output_limits.read().render(),
-        ),
-        ("databases", "1".into()),
-        ("save", String::new()),
-        ("appendonly", "no".into()),
-    ]
-}
-
-fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), String> {
-    let text = std::str::from_utf8(value).map_err(|_| "value is not valid UTF-8".to_string())?;
-    let shared = ctx.shared;
-    match name {
-        "maxmemory" => shared.store.set_maxmemory(parse_size(text)?),
-        "maxmemory-policy" => match text.to_ascii_lowercase().as_str() {
-            "evict" | "allkeys-lru" | "allkeys-lfu" | "allkeys-random" => {
-                shared.store.set_evict(true)
-            }
-            "noeviction" => shared.store.set_evict(false),
-            _ => return Err(format!("invalid policy '{text}'")),
-        },
-        "maxclients" => shared
-            .settings
-            .maxclients
-            .store(crate::config::parse_maxclients(text)?, Relaxed),
-        "requirepass" => shared.settings.set_requirepass(Some(value)),
-        "client-output-limit" => {
-            let hard = parse_size(text)?;
-            shared
-                .settings
-                .output_limits
-                .write()
-                .update(&format!("normal {hard} 0 0"))?
-        }
-        "client-output-buffer-limit" => shared.settings.output_limits.write().update(text)?,
-        "max-value-size" => shared
-            .settings
-            .max_value_size
-            .store(crate::config::parse_max_value_size(text)?, Relaxed),
-        "client-query-buffer-limit" => shared
-            .settings
-            .client_query_buffer_limit
-            .store(crate::config::parse_query_buffer_limit(text)?, Relaxed),
-        _ => {
-            return Err(format!(
-                "Unknown option or number of arguments for CONFIG SET - '{name}'"
-            ))
-        }
-    }
-    Ok(())
-}
-
 pub fn config(ctx: &mut Ctx<'_, '_>) {
     match super::lower(ctx.arg(1)).as_str() {
         "get" if ctx.argc() >= 3 => {
-            let values = config_values(ctx);
             let patterns: Vec<Vec<u8>> = ctx.args.tail(2).map(|p| p.to_ascii_lowercase()).collect();
-            let matched: Vec<_> = values
-                .iter()
-                .filter(|(n, _)| patterns.iter().any(|p| glob::matches(p, n.as_bytes())))
-                .collect();
+            let matched = ctx.shared.settings.get(&patterns);
             ctx.map(matched.len());
             for (name, value) in matched {
                 ctx.bulk(name.as_bytes());
@@ -282,21 +172,24 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
             }
         }
         "set" if ctx.argc() >= 4 && ctx.argc().is_multiple_of(2) => {
-            for i in (2..ctx.argc()).step_by(2) {
-                let name = super::lower(ctx.args.get(i));
-                if let Err(why) = config_set(ctx, &name, ctx.args.get(i + 1)) {
-                    let msg = if why.starts_with("Unknown option") {
-                        format!("ERR {why}")
-                    } else {
-                        format!(
-                            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
-                        )
-                    };
-                    return ctx.err(msg.as_bytes());
-                }
+            let pairs: Vec<(&[u8], &[u8])> = (2..ctx.argc())
+                .step_by(2)
+                .map(|i| (ctx.args.get(i), ctx.args.get(i + 1)))
+                .collect();
+            match ctx.shared.settings.set(&pairs) {
+                Ok(()) => ctx.ok(),
+                Err(e) => ctx.err(e.to_string().as_bytes()),
             }
-            ctx.ok()
         }
+        // As Redis: an odd number of arguments after SET is a syntax error.
+        "set" if ctx.argc() >= 4 => ctx.err(SYNTAX),
+        "rewrite" if ctx.argc() == 2 => match ctx.shared.settings.rewrite() {
+            Ok(()) => {
+                tracing::info!("CONFIG REWRITE executed with success");
+                ctx.ok()
+            }
+            Err(e) => ctx.err(format!("ERR {e}").as_bytes()),
+        },
         "resetstat" if ctx.argc() == 2 => {
             // Every counter INFO reports, as Redis's resetServerStats (memcached's `stats`
             // have their own `stats reset`).
@@ -319,7 +212,26 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
             crate::stats::reset();
             ctx.ok()
         }
-        "get" | "set" | "resetstat" => wrong_args_sub(ctx, "config"),
+        "help" if ctx.argc() == 2 => {
+            const HELP: &[&str] = &[
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
+                "HELP",
+                "    Prints this help.",
+            ];
+            ctx.array(HELP.len());
+            for line in HELP {
+                ctx.simple(line.as_bytes());
+            }
+        }
+        "get" | "set" | "resetstat" | "rewrite" | "help" => wrong_args_sub(ctx, "config"),
         _ => unknown_subcommand(ctx, "CONFIG"),
     }
 }

@@ -91,7 +91,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("select", 2, FAST, NONE, server::select, "Changes the selected database (only 0 exists)."),
     cmd("info", -1, 0, NONE, info::info, "Returns information and statistics about the server."),
     cmd("role", 1, FAST, NONE, info::role, "Returns the replication role."),
-    cmd("config", -2, ADMIN, NONE, server::config, "CONFIG GET / SET / RESETSTAT."),
+    cmd("config", -2, ADMIN, NONE, server::config, "CONFIG GET / SET / RESETSTAT / REWRITE."),
     cmd("client", -2, 0, NONE, server::client, "CLIENT ID / SETNAME / GETNAME / LIST / INFO / KILL / SETINFO."),
     cmd("command", -1, 0, NONE, server::command, "Returns details about commands."),
     cmd("time", 1, FAST, NONE, server::time, "Returns the server time."),

@@ -60,7 +60,10 @@ fn distinct_pairs(ctx: &Ctx<'_, '_>, max: usize) -> Result<Vec<Tag>, Vec<u8>> {
 }
 
 fn max_tags(ctx: &Ctx<'_, '_>) -> usize {
-    ctx.shared.config.max_tags_per_record
+    ctx.shared
+        .settings
+        .max_tags_per_record
+        .load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// TAG.SET key value [EX s | PX ms] [TAG type value ...]

@@ -186,41 +186,70 @@ fn general(shared: &Shared, out: &mut Vec<u8>) {
     end(out);
 }
 
+/// How a `stats settings` line gets its value.
+enum Shown {
+    /// The named cairn setting, as CONFIG GET renders it.
+    Setting(&'static str),
+    /// The named setting, rendered as memcached writes it.
+    Mapped(&'static str, fn(String) -> String),
+    /// Worker threads of the I/O model in use.
+    Threads,
+    /// The `verbosity` command's level.
+    Verbosity,
+    /// A constant: what cairn always does.
+    Fixed(&'static str),
+}
+
+/// memcached's `stats settings` names, in memcached's order, and where their values come from:
+/// the settings table, so they always agree with CONFIG GET.
+const SETTINGS: &[(&str, Shown)] = &[
+    ("maxbytes", Shown::Setting("maxmemory")),
+    ("maxconns", Shown::Setting("maxclients")),
+    ("tcpport", Shown::Setting("memcache-port")),
+    ("udpport", Shown::Fixed("0")),
+    ("inter", Shown::Setting("bind")),
+    ("verbosity", Shown::Verbosity),
+    ("oldest", Shown::Fixed("0")),
+    ("evictions", Shown::Mapped("maxmemory-policy", evictions)),
+    (
+        "domain_socket",
+        Shown::Mapped("memcache-unixsocket", null_if_empty),
+    ),
+    ("num_threads", Shown::Threads),
+    ("cas_enabled", Shown::Fixed("yes")),
+    ("item_size_max", Shown::Setting("max-value-size")),
+    ("flush_enabled", Shown::Fixed("yes")),
+];
+
+fn evictions(policy: String) -> String {
+    if policy == "noeviction" { "off" } else { "on" }.to_string()
+}
+
+fn null_if_empty(path: String) -> String {
+    if path.is_empty() {
+        "NULL".to_string()
+    } else {
+        path
+    }
+}
+
 fn settings(shared: &Shared, out: &mut Vec<u8>) {
-    let config = &shared.config;
-    stat_num(out, "maxbytes", shared.store.maxmemory());
-    stat_num(
-        out,
-        "maxconns",
-        shared.settings.maxclients.load(Relaxed) as u64,
-    );
-    stat_num(out, "tcpport", u64::from(config.memcache_port));
-    stat_num(out, "udpport", 0);
-    stat(out, "inter", config.bind.as_bytes());
-    stat_num(
-        out,
-        "verbosity",
-        u64::from(shared.stats.memcache.verbosity.load(Relaxed)),
-    );
-    stat_num(out, "oldest", 0);
-    stat(
-        out,
-        "evictions",
-        if shared.store.evicts() { "on" } else { "off" },
-    );
-    let socket = config
-        .memcache_unixsocket
-        .as_ref()
-        .map_or_else(|| "NULL".to_string(), |p| p.display().to_string());
-    stat(out, "domain_socket", socket);
-    stat_num(out, "num_threads", threads(shared));
-    stat(out, "cas_enabled", "yes");
-    stat_num(
-        out,
-        "item_size_max",
-        shared.settings.max_value_size.load(Relaxed) as u64,
-    );
-    stat(out, "flush_enabled", "yes");
+    let config = shared.settings.current();
+    let render = |name: &str| {
+        crate::config::table::lookup(name)
+            .map(|s| (s.render)(&config))
+            .unwrap_or_default()
+    };
+    for (name, shown) in SETTINGS {
+        let value = match shown {
+            Shown::Setting(setting) => render(setting),
+            Shown::Mapped(setting, map) => map(render(setting)),
+            Shown::Threads => threads(shared).to_string(),
+            Shown::Verbosity => shared.stats.memcache.verbosity.load(Relaxed).to_string(),
+            Shown::Fixed(value) => value.to_string(),
+        };
+        stat(out, name, value);
+    }
     end(out);
 }
 
@@ -292,4 +321,19 @@ fn slabs(shared: &Shared, out: &mut Vec<u8>) {
     stat_num(out, "active_slabs", active);
     stat_num(out, "total_malloced", store.used_memory);
     end(out);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stats_settings_name_settings_of_the_table() {
+        for (name, shown) in super::SETTINGS {
+            if let super::Shown::Setting(s) | super::Shown::Mapped(s, _) = shown {
+                assert!(
+                    crate::config::table::lookup(s).is_some(),
+                    "{name}: no setting {s}"
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,139 @@
+//! Loading the configuration: the command line (a clap command built from the settings table)
+//! over the TOML file it names (`--config FILE`) over the defaults.
+//!
+//! Every value, whatever its source, goes through its setting's one parser; flags win over the
+//! file wherever they appear on the command line.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use clap::{Arg, ArgAction, Command};
+
+use super::table::{lookup, DefaultValue, SETTINGS};
+use super::{Config, ConfigError};
+
+/// The clap command: `--config` and one flag per setting.
+pub(super) fn command() -> Command {
+    let mut cmd = Command::new("cairn-server")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("cairn: a multi-threaded in-memory cache server speaking RESP (Redis) and memcached")
+        .args_override_self(true)
+        .arg(
+            Arg::new("config")
+                .long("config")
+                .visible_alias("config-file")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help(
+                    "TOML configuration file (keys are the setting names); flags override it, \
+                     CONFIG REWRITE writes it.",
+                ),
+        );
+    for setting in SETTINGS {
+        let mut help = format!("{} [default: {}]", setting.help, setting.default_doc());
+        if setting.mutable() {
+            help.push_str(" [CONFIG SET can change it]");
+        }
+        let check = move |text: &str| -> Result<String, String> {
+            (setting.parse)(&mut Config::blank(), text).map(|()| text.to_string())
+        };
+        cmd = cmd.arg(
+            Arg::new(setting.name)
+                .long(setting.name)
+                .value_name(setting.value_name)
+                .help(help)
+                .action(ArgAction::Set)
+                .allow_negative_numbers(true)
+                .value_parser(check),
+        );
+    }
+    cmd
+}
+
+/// Parses `args` (the first item is the program name) and the file they name.
+pub(super) fn from_args(argv: Vec<OsString>) -> Result<Config, ConfigError> {
+    let matches = command()
+        .try_get_matches_from(&argv)
+        .map_err(ConfigError::Args)?;
+    let file = matches.get_one::<PathBuf>("config").cloned();
+    let file_values = match &file {
+        Some(path) => read_file(path)?,
+        None => Vec::new(),
+    };
+    let mut config = Config::defaults();
+    config.config_file = file;
+    // Table order, so that a shorthand applies after the setting it is part of; for each
+    // setting the file first, then the flag.
+    for setting in SETTINGS {
+        let from_file = file_values
+            .iter()
+            .filter(|(name, _)| *name == setting.name)
+            .map(|(_, v)| v.as_str());
+        let from_flag = matches.get_one::<String>(setting.name).map(String::as_str);
+        for text in from_file.chain(from_flag) {
+            // Both were checked already (the flag by clap, the file by read_file).
+            (setting.parse)(&mut config, text).map_err(ConfigError::File)?;
+            // Given explicitly, the memcached port listens even with requirepass set.
+            if setting.name == "memcache-port" {
+                config.memcache_port_explicit = true;
+            }
+        }
+    }
+    Ok(config)
+}
+
+/// Reads the TOML file into `(setting name, text)` pairs, each checked by its setting's
+/// parser, so that its errors name the file and the key.
+pub(super) fn read_file(path: &Path) -> Result<Vec<(&'static str, String)>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::File(format!("cannot read config file {}: {e}", path.display()))
+    })?;
+    parse_file(&text).map_err(|e| ConfigError::File(format!("config file {}: {e}", path.display())))
+}
+
+/// The TOML text's `(setting name, text)` pairs. Keys are setting names, with dashes or
+/// underscores; values are strings, integers or booleans.
+pub(super) fn parse_file(text: &str) -> Result<Vec<(&'static str, String)>, String> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+    let mut out = Vec::with_capacity(table.len());
+    for (key, value) in table {
+        let setting = lookup(&key.replace('_', "-")).ok_or_else(|| {
+            format!("unknown key '{key}' (the keys are the setting names, see --help)")
+        })?;
+        let text = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(format!(
+                    "key '{key}': expected a string or an integer, got {}",
+                    other.type_str()
+                ))
+            }
+        };
+        (setting.parse)(&mut Config::blank(), &text).map_err(|e| format!("key '{key}': {e}"))?;
+        if out.iter().any(|(name, _)| *name == setting.name) {
+            return Err(format!("key '{key}': {} is set twice", setting.name));
+        }
+        out.push((setting.name, text));
+    }
+    Ok(out)
+}
+
+/// A config with every setting at its default.
+pub(super) fn defaults() -> Config {
+    let mut config = Config::blank();
+    for setting in SETTINGS {
+        if let DefaultValue::PartOf(_) = setting.default {
+            continue;
+        }
+        if let Some(text) = setting.default_text() {
+            // The table's defaults parse: a unit test checks every one.
+            let parsed = (setting.parse)(&mut config, &text);
+            debug_assert!(parsed.is_ok(), "default of {}: {parsed:?}", setting.name);
+        }
+    }
+    config
+}

@@ -1,0 +1,218 @@
+//! Server configuration: every setting declared once in [`table::SETTINGS`], which drives the
+//! command-line flags, the TOML file (`--config FILE`), CONFIG GET / SET / REWRITE and
+//! memcached's `stats settings`.
+//!
+//! - `table`: the settings (name, help, default, parser, renderer, mutability);
+//! - `parse`: value parsers and renderers; `limits`: the output-buffer limits type;
+//! - `load`: the command line and the file; `live`: the running values ([`Settings`]) and
+//!   CONFIG GET / SET; `rewrite`: CONFIG REWRITE.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+mod limits;
+mod live;
+mod load;
+mod parse;
+mod rewrite;
+pub mod table;
+#[cfg(test)]
+mod table_tests;
+#[cfg(test)]
+mod tests;
+
+pub use limits::{ClassLimit, OutputLimits};
+pub use live::{SetError, Settings};
+pub use parse::{
+    effective_query_buffer_limit, parse_duration, parse_max_value_size, parse_maxclients,
+    parse_query_buffer_limit, parse_size, MIN_QUERY_BUFFER_LIMIT,
+};
+
+/// How connections are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoModel {
+    /// `--threads` event loops, each owning its connections and running commands inline.
+    Reactor,
+    /// One network thread for all socket I/O; commands run on a pool of `--workers` threads.
+    Dispatch,
+}
+
+impl IoModel {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoModel::Reactor => "reactor",
+            IoModel::Dispatch => "dispatch",
+        }
+    }
+}
+
+/// What to do when `maxmemory` is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxmemoryPolicy {
+    /// Evict keys (approximate LRU) to make room.
+    Evict,
+    /// Refuse writes that need more memory.
+    NoEviction,
+}
+
+impl MaxmemoryPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            MaxmemoryPolicy::Evict => "evict",
+            MaxmemoryPolicy::NoEviction => "noeviction",
+        }
+    }
+}
+
+/// The values of every setting (one typed field per setting of the table), plus where they
+/// came from. At start it is the effective configuration (defaults, then the file, then the
+/// flags); [`Settings::current`] makes one with the running values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The `--config` file, if any (CONFIG REWRITE writes it).
+    pub config_file: Option<PathBuf>,
+    pub bind: String,
+    /// RESP TCP port; 0 = no RESP TCP listener.
+    pub port: u16,
+    pub unixsocket: Option<PathBuf>,
+    pub unixsocketperm: Option<u32>,
+    /// memcached TCP port; 0 = off. See [`Config::memcache_tcp_enabled`].
+    pub memcache_port: u16,
+    /// Whether `memcache-port` was given on the command line or in the file.
+    pub memcache_port_explicit: bool,
+    pub memcache_unixsocket: Option<PathBuf>,
+    pub threads: usize,
+    pub io_model: IoModel,
+    pub workers: usize,
+    /// Bytes; 0 = unlimited.
+    pub maxmemory: u64,
+    pub maxmemory_policy: MaxmemoryPolicy,
+    pub maxclients: usize,
+    pub requirepass: Option<String>,
+    /// Normalised: one of trace, debug, verbose, info, notice, warning, error, nothing.
+    pub loglevel: String,
+    pub max_value_size: usize,
+    /// Largest input buffer of one client (see [`effective_query_buffer_limit`]).
+    pub client_query_buffer_limit: usize,
+    /// Unsent-output limits per client class (Redis `client-output-buffer-limit`).
+    pub client_output_limits: OutputLimits,
+    pub max_tags_per_record: usize,
+    pub tracking_table_max_keys: usize,
+    /// Bytes the change stream's backlogs may hold while a cursor consumer is registered.
+    pub changes_backlog_size: u64,
+    pub sql_timeout: Duration,
+    pub sql_max_result: usize,
+    pub sql_maxmemory: u64,
+    /// Microseconds (SLOWLOG); negative = log nothing.
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    /// Milliseconds (LATENCY); 0 = off.
+    pub latency_monitor_threshold: u64,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// Bad command line, or `--help` / `--version`: call `exit()` on it.
+    Args(clap::Error),
+    /// The configuration file could not be read or is invalid.
+    File(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Args(e) => write!(f, "{e}"),
+            ConfigError::File(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config::defaults()
+    }
+}
+
+impl Config {
+    /// Parses the process's command line (and the `--config` file it names).
+    pub fn load() -> Result<Config, ConfigError> {
+        Config::from_args(std::env::args_os())
+    }
+
+    /// Parses `args` (the first item is the program name) and the `--config` file they name.
+    pub fn from_args<I, T>(args: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        load::from_args(args.into_iter().map(Into::into).collect())
+    }
+
+    /// Every setting at its default (the table's).
+    pub fn defaults() -> Config {
+        load::defaults()
+    }
+
+    /// The `--help` text (every setting's flag).
+    pub fn help() -> String {
+        load::command().render_long_help().to_string()
+    }
+
+    /// A config to parse values into: zero values, not the defaults.
+    fn blank() -> Config {
+        Config {
+            config_file: None,
+            bind: String::new(),
+            port: 0,
+            unixsocket: None,
+            unixsocketperm: None,
+            memcache_port: 0,
+            memcache_port_explicit: false,
+            memcache_unixsocket: None,
+            threads: 1,
+            io_model: IoModel::Reactor,
+            workers: 1,
+            maxmemory: 0,
+            maxmemory_policy: MaxmemoryPolicy::Evict,
+            maxclients: 1,
+            requirepass: None,
+            loglevel: String::new(),
+            max_value_size: 1,
+            client_query_buffer_limit: MIN_QUERY_BUFFER_LIMIT,
+            client_output_limits: OutputLimits::default(),
+            max_tags_per_record: 1,
+            tracking_table_max_keys: 1,
+            changes_backlog_size: 0,
+            sql_timeout: Duration::from_secs(1),
+            sql_max_result: 0,
+            sql_maxmemory: 0,
+            slowlog_log_slower_than: 0,
+            slowlog_max_len: 0,
+            latency_monitor_threshold: 0,
+        }
+    }
+
+    /// Whether the memcached TCP listener runs: it has no authentication, so with `requirepass`
+    /// set it only runs when `--memcache-port` was given explicitly.
+    pub fn memcache_tcp_enabled(&self) -> bool {
+        self.memcache_port != 0 && (self.requirepass.is_none() || self.memcache_port_explicit)
+    }
+
+    /// The `tracing` level for `loglevel`.
+    pub fn level_filter(&self) -> tracing::level_filters::LevelFilter {
+        use tracing::level_filters::LevelFilter;
+        match self.loglevel.as_str() {
+            "trace" => LevelFilter::TRACE,
+            "debug" | "verbose" => LevelFilter::DEBUG,
+            "info" | "notice" => LevelFilter::INFO,
+            "warning" => LevelFilter::WARN,
+            "error" => LevelFilter::ERROR,
+            _ => LevelFilter::OFF,
+        }
+    }
+}

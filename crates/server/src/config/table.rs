@@ -1,0 +1,584 @@
+//! The settings table: every setting of the server declared once, with its name, help, default,
+//! parser, renderer and, for those CONFIG SET may change, how it reaches the running server.
+//!
+//! The table drives the command-line flags (`--NAME`), the TOML file's keys (`NAME`, dashes or
+//! underscores), `CONFIG GET` / `CONFIG SET` / `CONFIG REWRITE`, and the settings memcached's
+//! `stats settings` shows. A new setting is one entry here (and a field of [`Config`]).
+
+use super::live::Settings;
+use super::parse::*;
+use super::{ClassLimit, Config, MaxmemoryPolicy};
+
+/// One setting.
+pub struct Setting {
+    /// The name of the flag (`--name`), the file's key and CONFIG's parameter.
+    pub name: &'static str,
+    /// What `--help` shows for the value (`SIZE`, `N`, ...).
+    pub value_name: &'static str,
+    pub help: &'static str,
+    pub default: DefaultValue,
+    /// How the TOML file writes the value (CONFIG REWRITE).
+    pub kind: Kind,
+    /// Parses `text` into the setting's field of a [`Config`]: the one parser of defaults,
+    /// flags, the file and CONFIG SET.
+    pub parse: fn(&mut Config, &str) -> Result<(), String>,
+    /// The value as CONFIG GET shows it and CONFIG REWRITE writes it; `parse` reads it back.
+    pub render: fn(&Config) -> String,
+    /// For a setting CONFIG SET may change: how the running server holds it. None: fixed at
+    /// start.
+    pub live: Option<Live>,
+}
+
+/// A setting's default.
+#[derive(Clone, Copy)]
+pub enum DefaultValue {
+    /// This text, parsed as a flag would be.
+    Text(&'static str),
+    /// The number of available cores.
+    Cores,
+    /// None of its own: the setting is a shorthand for a part of the named setting (applied
+    /// after it when given), and CONFIG REWRITE writes that setting instead.
+    PartOf(&'static str),
+}
+
+/// How a value is written in the TOML file.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// A bare TOML integer.
+    Int,
+    /// A TOML string.
+    Text,
+}
+
+/// How the running server holds a mutable setting.
+#[derive(Clone, Copy)]
+pub struct Live {
+    /// Copies the running value into the field of a [`Config`].
+    pub read: fn(&Settings, &mut Config),
+    /// Makes the field's value (already parsed and validated) the running one.
+    pub write: fn(&Settings, &Config),
+}
+
+impl Setting {
+    pub fn mutable(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// The default's text, as [`Setting::parse`] takes it (None for a shorthand).
+    pub fn default_text(&self) -> Option<String> {
+        match self.default {
+            DefaultValue::Text(t) => Some(t.to_string()),
+            DefaultValue::Cores => Some(
+                std::thread::available_parallelism()
+                    .map_or(1, |n| n.get())
+                    .to_string(),
+            ),
+            DefaultValue::PartOf(_) => None,
+        }
+    }
+
+    /// The default as `--help` and the README describe it.
+    pub fn default_doc(&self) -> String {
+        match self.default {
+            DefaultValue::Text("") => "none".to_string(),
+            DefaultValue::Text(t) => t.to_string(),
+            DefaultValue::Cores => "available cores".to_string(),
+            DefaultValue::PartOf(of) => format!("part of {of}"),
+        }
+    }
+}
+
+/// The setting named `name` (case-insensitive; in a file, underscores stand for dashes).
+pub fn lookup(name: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+use std::sync::atomic::Ordering::Relaxed;
+
+const fn fixed(
+    name: &'static str,
+    value_name: &'static str,
+    help: &'static str,
+    default: DefaultValue,
+    kind: Kind,
+    parse: fn(&mut Config, &str) -> Result<(), String>,
+    render: fn(&Config) -> String,
+) -> Setting {
+    Setting {
+        name,
+        value_name,
+        help,
+        default,
+        kind,
+        parse,
+        render,
+        live: None,
+    }
+}
+
+const fn mutable(
+    setting: Setting,
+    read: fn(&Settings, &mut Config),
+    write: fn(&Settings, &Config),
+) -> Setting {
+    Setting {
+        live: Some(Live { read, write }),
+        ..setting
+    }
+}
+
+fn path_text(p: &Option<std::path::PathBuf>) -> String {
+    p.as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+fn no_op_read(_: &Settings, _: &mut Config) {}
+fn no_op_write(_: &Settings, _: &Config) {}
+
+fn read_output_limits(s: &Settings, c: &mut Config) {
+    c.client_output_limits = *s.output_limits.read();
+}
+fn write_output_limits(s: &Settings, c: &Config) {
+    *s.output_limits.write() = c.client_output_limits;
+}
+
+/// Every setting, in `--help` order. Shorthands come after the setting they are part of.
+pub static SETTINGS: &[Setting] = &[
+    fixed(
+        "bind",
+        "ADDR",
+        "Address(es) to listen on (space or comma separated).",
+        DefaultValue::Text("127.0.0.1"),
+        Kind::Text,
+        |c, v| {
+            c.bind = v.to_string();
+            Ok(())
+        },
+        |c| c.bind.clone(),
+    ),
+    fixed(
+        "port",
+        "PORT",
+        "RESP (Redis protocol) TCP port; 0 disables it.",
+        DefaultValue::Text("6380"),
+        Kind::Int,
+        |c, v| {
+            c.port = parse_port(v)?;
+            Ok(())
+        },
+        |c| c.port.to_string(),
+    ),
+    fixed(
+        "unixsocket",
+        "PATH",
+        "RESP unix socket path.",
+        DefaultValue::Text(""),
+        Kind::Text,
+        |c, v| {
+            c.unixsocket = non_empty(v).map(Into::into);
+            Ok(())
+        },
+        |c| path_text(&c.unixsocket),
+    ),
+    fixed(
+        "unixsocketperm",
+        "OCTAL",
+        "Permissions of the unix socket files, in octal (e.g. 700 or 0770); 0 = as the umask gives.",
+        DefaultValue::Text("0"),
+        Kind::Text,
+        |c, v| {
+            c.unixsocketperm = parse_octal_perm(v)?;
+            Ok(())
+        },
+        |c| c.unixsocketperm.map_or_else(|| "0".into(), |p| format!("{p:o}")),
+    ),
+    fixed(
+        "memcache-port",
+        "PORT",
+        "memcached TCP port; 0 disables it (off when requirepass is set, unless given explicitly).",
+        DefaultValue::Text("11212"),
+        Kind::Int,
+        |c, v| {
+            c.memcache_port = parse_port(v)?;
+            Ok(())
+        },
+        |c| c.memcache_port.to_string(),
+    ),
+    fixed(
+        "memcache-unixsocket",
+        "PATH",
+        "memcached unix socket path.",
+        DefaultValue::Text(""),
+        Kind::Text,
+        |c, v| {
+            c.memcache_unixsocket = non_empty(v).map(Into::into);
+            Ok(())
+        },
+        |c| path_text(&c.memcache_unixsocket),
+    ),
+    fixed(
+        "threads",
+        "N",
+        "Event-loop threads for --io-model reactor.",
+        DefaultValue::Cores,
+        Kind::Int,
+        |c, v| {
+            c.threads = parse_positive(v)?;
+            Ok(())
+        },
+        |c| c.threads.to_string(),
+    ),
+    fixed(
+        "io-model",
+        "MODEL",
+        "Connection handling: reactor (--threads event loops running commands inline) or \
+         dispatch (one network thread, commands on --workers threads).",
+        DefaultValue::Text("reactor"),
+        Kind::Text,
+        |c, v| {
+            c.io_model = parse_io_model(v)?;
+            Ok(())
+        },
+        |c| c.io_model.name().to_string(),
+    ),
+    fixed(
+        "workers",
+        "N",
+        "Command worker threads for --io-model dispatch.",
+        DefaultValue::Cores,
+        Kind::Int,
+        |c, v| {
+            c.workers = parse_positive(v)?;
+            Ok(())
+        },
+        |c| c.workers.to_string(),
+    ),
+    mutable(
+        fixed(
+            "maxmemory",
+            "SIZE",
+            "Memory limit for data (e.g. 64mb, 2gb, 100k); 0 = unlimited.",
+            DefaultValue::Text("0"),
+            Kind::Int,
+            |c, v| {
+                c.maxmemory = parse_size(v)?;
+                Ok(())
+            },
+            |c| c.maxmemory.to_string(),
+        ),
+        |s, c| c.maxmemory = s.store().maxmemory(),
+        |s, c| s.store().set_maxmemory(c.maxmemory),
+    ),
+    mutable(
+        fixed(
+            "maxmemory-policy",
+            "POLICY",
+            "Policy at the memory limit: evict (also allkeys-lru/-lfu/-random) or noeviction. \
+             A cache evicts by default, as memcached does.",
+            DefaultValue::Text("evict"),
+            Kind::Text,
+            |c, v| {
+                c.maxmemory_policy = parse_policy(v)?;
+                Ok(())
+            },
+            |c| c.maxmemory_policy.name().to_string(),
+        ),
+        |s, c| {
+            c.maxmemory_policy = if s.store().evicts() {
+                MaxmemoryPolicy::Evict
+            } else {
+                MaxmemoryPolicy::NoEviction
+            }
+        },
+        |s, c| s.store().set_evict(c.maxmemory_policy == MaxmemoryPolicy::Evict),
+    ),
+    mutable(
+        fixed(
+            "maxclients",
+            "N",
+            "Maximum number of connected clients (1 to 4294967295).",
+            DefaultValue::Text("10000"),
+            Kind::Int,
+            |c, v| {
+                c.maxclients = parse_maxclients(v)?;
+                Ok(())
+            },
+            |c| c.maxclients.to_string(),
+        ),
+        |s, c| c.maxclients = s.maxclients.load(Relaxed),
+        |s, c| s.maxclients.store(c.maxclients, Relaxed),
+    ),
+    mutable(
+        fixed(
+            "requirepass",
+            "PASSWORD",
+            "Password clients must send with AUTH (RESP only); empty = none.",
+            DefaultValue::Text(""),
+            Kind::Text,
+            |c, v| {
+                c.requirepass = non_empty(v);
+                Ok(())
+            },
+            |c| c.requirepass.clone().unwrap_or_default(),
+        ),
+        |s, c| {
+            c.requirepass = s
+                .requirepass()
+                .map(|p| String::from_utf8_lossy(&p).into_owned())
+        },
+        |s, c| s.set_requirepass(c.requirepass.as_deref().map(str::as_bytes)),
+    ),
+    fixed(
+        "loglevel",
+        "LEVEL",
+        "Log level: debug, verbose, info, notice, warning, error, nothing (or trace).",
+        DefaultValue::Text("info"),
+        Kind::Text,
+        |c, v| {
+            c.loglevel = parse_loglevel(v)?;
+            Ok(())
+        },
+        |c| c.loglevel.clone(),
+    ),
+    mutable(
+        fixed(
+            "max-value-size",
+            "SIZE",
+            "Largest value or request frame accepted (at least 1 byte).",
+            DefaultValue::Text("64mb"),
+            Kind::Int,
+            |c, v| {
+                c.max_value_size = parse_max_value_size(v)?;
+                Ok(())
+            },
+            |c| c.max_value_size.to_string(),
+        ),
+        |s, c| c.max_value_size = s.max_value_size.load(Relaxed),
+        |s, c| s.max_value_size.store(c.max_value_size, Relaxed),
+    ),
+    mutable(
+        fixed(
+            "client-query-buffer-limit",
+            "SIZE",
+            "Unprocessed input a client may buffer (one request's arguments; at least 1mb, as \
+             Redis's). A request needing more closes the connection. The buffer still grows as \
+             far as one --max-value-size argument needs.",
+            DefaultValue::Text("1gb"),
+            Kind::Int,
+            |c, v| {
+                c.client_query_buffer_limit = parse_query_buffer_limit(v)?;
+                Ok(())
+            },
+            |c| c.client_query_buffer_limit.to_string(),
+        ),
+        |s, c| c.client_query_buffer_limit = s.client_query_buffer_limit.load(Relaxed),
+        |s, c| s.client_query_buffer_limit.store(c.client_query_buffer_limit, Relaxed),
+    ),
+    mutable(
+        fixed(
+            "client-output-buffer-limit",
+            "LIMITS",
+            "Unsent-output limits per client class, as Redis's: `<class> <hard> <soft> \
+             <soft-seconds>` groups, class normal, replica (slave) or pubsub.",
+            DefaultValue::Text(""),
+            Kind::Text,
+            |c, v| c.client_output_limits.update(v),
+            |c| c.client_output_limits.render(),
+        ),
+        read_output_limits,
+        write_output_limits,
+    ),
+    mutable(
+        fixed(
+            "client-output-limit",
+            "SIZE",
+            "Hard limit of the normal class's unsent output (shorthand for \
+             --client-output-buffer-limit \"normal SIZE 0 0\"); 0 = none.",
+            DefaultValue::PartOf("client-output-buffer-limit"),
+            Kind::Int,
+            |c, v| {
+                let hard = parse_size(v)?;
+                c.client_output_limits.normal = ClassLimit {
+                    hard,
+                    soft: 0,
+                    soft_secs: 0,
+                };
+                Ok(())
+            },
+            |c| c.client_output_limits.normal.hard.to_string(),
+        ),
+        read_output_limits,
+        write_output_limits,
+    ),
+    mutable(
+        fixed(
+            "max-tags-per-record",
+            "N",
+            "Most typed tags one record may carry (1 to 255).",
+            DefaultValue::Text("16"),
+            Kind::Int,
+            |c, v| {
+                c.max_tags_per_record = parse_int_in(v, 1, 255)? as usize;
+                Ok(())
+            },
+            |c| c.max_tags_per_record.to_string(),
+        ),
+        |s, c| c.max_tags_per_record = s.max_tags_per_record.load(Relaxed),
+        |s, c| s.max_tags_per_record.store(c.max_tags_per_record, Relaxed),
+    ),
+    fixed(
+        "tracking-table-max-keys",
+        "N",
+        "Keys the client-tracking table remembers; past it, the oldest are invalidated and dropped.",
+        DefaultValue::Text("1000000"),
+        Kind::Int,
+        |c, v| {
+            c.tracking_table_max_keys = parse_positive(v)?;
+            Ok(())
+        },
+        |c| c.tracking_table_max_keys.to_string(),
+    ),
+    mutable(
+        fixed(
+            "changes-backlog-size",
+            "SIZE",
+            "Bytes of recent changes the change stream keeps for its cursor consumers (all \
+             shards together), only while one is registered; a consumer further behind must \
+             resync.",
+            DefaultValue::Text("1mb"),
+            Kind::Int,
+            |c, v| {
+                c.changes_backlog_size = parse_size(v)?;
+                Ok(())
+            },
+            |c| c.changes_backlog_size.to_string(),
+        ),
+        |s, c| c.changes_backlog_size = s.store().change_backlog(),
+        |s, c| s.store().set_change_backlog(c.changes_backlog_size),
+    ),
+    fixed(
+        "sql-timeout",
+        "DURATION",
+        "Longest an SQL statement may run before it is interrupted (e.g. 1s, 500ms).",
+        DefaultValue::Text("1s"),
+        Kind::Text,
+        |c, v| {
+            c.sql_timeout = parse_duration(v)?;
+            Ok(())
+        },
+        |c| render_duration(c.sql_timeout),
+    ),
+    fixed(
+        "sql-max-result",
+        "SIZE",
+        "Largest SQL result; a bigger one is cut off with an error.",
+        DefaultValue::Text("64mb"),
+        Kind::Int,
+        |c, v| {
+            c.sql_max_result = parse_size_usize(v)?;
+            Ok(())
+        },
+        |c| c.sql_max_result.to_string(),
+    ),
+    fixed(
+        "sql-maxmemory",
+        "SIZE",
+        "Memory limit of the SQL tables (0 = unlimited); at the limit SQL writes fail with OOM. \
+         SQLite's whole heap (caches, temporary b-trees) is capped at it plus half of it (at \
+         least 32 MiB); a statement needing more fails.",
+        DefaultValue::Text("0"),
+        Kind::Int,
+        |c, v| {
+            c.sql_maxmemory = parse_size(v)?;
+            Ok(())
+        },
+        |c| c.sql_maxmemory.to_string(),
+    ),
+    mutable(
+        fixed(
+            "slowlog-log-slower-than",
+            "MICROS",
+            "Commands running longer than this many microseconds go to the SLOWLOG; 0 logs \
+             every command, -1 none.",
+            DefaultValue::Text("10000"),
+            Kind::Int,
+            |c, v| {
+                c.slowlog_log_slower_than = parse_int_in(v, -1, i64::MAX)?;
+                Ok(())
+            },
+            |c| c.slowlog_log_slower_than.to_string(),
+        ),
+        |s, c| c.slowlog_log_slower_than = s.slowlog_log_slower_than.load(Relaxed),
+        |s, c| s.slowlog_log_slower_than.store(c.slowlog_log_slower_than, Relaxed),
+    ),
+    mutable(
+        fixed(
+            "slowlog-max-len",
+            "N",
+            "Entries the SLOWLOG keeps; the oldest go first.",
+            DefaultValue::Text("128"),
+            Kind::Int,
+            |c, v| {
+                c.slowlog_max_len = parse_int_in(v, 0, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.slowlog_max_len.to_string(),
+        ),
+        |s, c| c.slowlog_max_len = s.slowlog_max_len.load(Relaxed),
+        |s, c| s.slowlog_max_len.store(c.slowlog_max_len, Relaxed),
+    ),
+    mutable(
+        fixed(
+            "latency-monitor-threshold",
+            "MILLIS",
+            "Events lasting at least this many milliseconds are recorded for LATENCY; 0 = off.",
+            DefaultValue::Text("0"),
+            Kind::Int,
+            |c, v| {
+                c.latency_monitor_threshold = parse_int_in(v, 0, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.latency_monitor_threshold.to_string(),
+        ),
+        |s, c| c.latency_monitor_threshold = s.latency_monitor_threshold.load(Relaxed),
+        |s, c| s.latency_monitor_threshold.store(c.latency_monitor_threshold, Relaxed),
+    ),
+    fixed(
+        "databases",
+        "N",
+        "Number of databases, for Redis clients that ask: cairn has one (db 0).",
+        DefaultValue::Text("1"),
+        Kind::Int,
+        |_, v| only(v, &["1"], "cairn has one database (db 0)"),
+        |_| "1".to_string(),
+    ),
+    mutable(
+        fixed(
+            "save",
+            "RULES",
+            "Snapshot rules, for Redis clients that set them: cairn keeps no snapshots, so \
+             only \"\" is accepted.",
+            DefaultValue::Text(""),
+            Kind::Text,
+            |_, v| only(v, &[""], "cairn keeps no snapshots (only \"\" is accepted)"),
+            |_| String::new(),
+        ),
+        no_op_read,
+        no_op_write,
+    ),
+    mutable(
+        fixed(
+            "appendonly",
+            "no",
+            "Append-only file, for Redis clients that set it: cairn keeps no files, so only no \
+             is accepted.",
+            DefaultValue::Text("no"),
+            Kind::Text,
+            |_, v| only(v, &["no", "false"], "cairn keeps no append-only file (only no is accepted)"),
+            |_| "no".to_string(),
+        ),
+        no_op_read,
+        no_op_write,
+    ),
+];
