@@ -10,7 +10,8 @@ use crate::session::Protocol;
 
 struct Conn {
     shared: Arc<Shared>,
-    client: Arc<ClientInfo>,
+    /// The connection's command-path state, as the session holds it.
+    conn: crate::command::Conn,
     state: McState,
     /// Unconsumed input, as the network runtime keeps it.
     pending: Vec<u8>,
@@ -26,7 +27,10 @@ impl Conn {
     fn with(shared: Arc<Shared>) -> Conn {
         Conn {
             shared,
-            client: Arc::new(ClientInfo::detached(1, Protocol::Memcache)),
+            conn: crate::command::Conn::new(
+                Arc::new(ClientInfo::detached(1, Protocol::Memcache)),
+                true,
+            ),
             state: McState::default(),
             pending: Vec::new(),
             closed: false,
@@ -47,7 +51,7 @@ impl Conn {
             let mut batch = Vec::new();
             let (consumed, close, _) =
                 self.state
-                    .process(&self.shared, &self.client, &self.pending, &mut batch);
+                    .process(&self.shared, &mut self.conn, &self.pending, &mut batch);
             out.extend_from_slice(&batch);
             assert!(consumed <= self.pending.len());
             self.pending.drain(..consumed);
@@ -216,7 +220,7 @@ fn quit_stops_processing() {
     let mut c = Conn::new();
     let mut out = Vec::new();
     let input = b"version\r\nquit\r\nget a\r\n";
-    let (consumed, close, commands) = c.state.process(&c.shared, &c.client, input, &mut out);
+    let (consumed, close, commands) = c.state.process(&c.shared, &mut c.conn, input, &mut out);
     assert!(close);
     assert_eq!(consumed, b"version\r\nquit\r\n".len());
     assert_eq!(commands, 2);
@@ -824,7 +828,7 @@ fn output_is_bounded_per_call() {
     let mut out = Vec::new();
     let (consumed, close, _) = c
         .state
-        .process(&c.shared, &c.client, gets.as_bytes(), &mut out);
+        .process(&c.shared, &mut c.conn, gets.as_bytes(), &mut out);
     assert!(!close);
     assert!(consumed < gets.len(), "stops once enough output is pending");
     assert_eq!(consumed % "get big\r\n".len(), 0);
