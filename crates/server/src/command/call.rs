@@ -295,3 +295,97 @@ fn remember_reads(command: &Command, args: Args<'_>, shared: &Shared, conn: &Con
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clients::ClientInfo;
+    use crate::config::Config;
+    use crate::session::Protocol;
+
+    fn server(flags: &[&str]) -> Arc<Shared> {
+        let args = ["cairn-server"].iter().chain(flags).copied();
+        Shared::new(Config::from_args(args).expect("config"))
+    }
+
+    fn client(shared: &Shared) -> Conn {
+        let info = Arc::new(ClientInfo::detached(1, Protocol::Resp));
+        Conn::new(info, !shared.settings.auth_required())
+    }
+
+    /// Runs one RESP request as a client's and returns the reply.
+    fn send(shared: &Shared, conn: &mut Conn, parts: &[&str]) -> String {
+        let (mut buf, mut ranges) = (Vec::new(), Vec::new());
+        for part in parts {
+            let start = buf.len();
+            buf.extend_from_slice(part.as_bytes());
+            ranges.push(start..buf.len());
+        }
+        let mut out = Vec::new();
+        dispatch(shared, conn, Args::new(&buf, &ranges), &mut out);
+        String::from_utf8(out).expect("utf-8 reply")
+    }
+
+    #[test]
+    fn a_refusal_in_multi_queues_nothing_and_dooms_exec() {
+        let shared = server(&[]);
+        let mut c = client(&shared);
+        assert_eq!(send(&shared, &mut c, &["MULTI"]), "+OK\r\n");
+        assert_eq!(send(&shared, &mut c, &["SET", "k", "v"]), "+QUEUED\r\n");
+        let refused = send(&shared, &mut c, &["GET"]);
+        assert!(refused.starts_with("-ERR wrong number of arguments"), "{refused}");
+        assert_eq!(c.multi.as_ref().map(Vec::len), Some(1));
+        let unknown = send(&shared, &mut c, &["NOPE"]);
+        assert!(unknown.starts_with("-ERR unknown command 'NOPE'"), "{unknown}");
+        assert!(send(&shared, &mut c, &["EXEC"]).starts_with("-EXECABORT"));
+        assert!(c.multi.is_none());
+        assert_eq!(send(&shared, &mut c, &["GET", "k"]), "$-1\r\n");
+    }
+
+    #[test]
+    fn checks_run_in_order_before_anything_else() {
+        let shared = server(&["--requirepass", "pw"]);
+        let mut c = client(&shared);
+        // arity first, then auth
+        assert!(send(&shared, &mut c, &["GET"]).starts_with("-ERR wrong number"));
+        assert!(send(&shared, &mut c, &["GET", "k"]).starts_with("-NOAUTH"));
+        assert_eq!(c.last_command, "", "a refused command is not the last command");
+        assert_eq!(send(&shared, &mut c, &["AUTH", "pw"]), "+OK\r\n");
+        assert_eq!(send(&shared, &mut c, &["SUBSCRIBE", "ch"]).matches("subscribe").count(), 1);
+        let refused = send(&shared, &mut c, &["GET", "k"]);
+        assert!(refused.starts_with("-ERR Can't execute 'get'"), "{refused}");
+        assert!(send(&shared, &mut c, &["PING"]).starts_with("*2\r\n$4\r\npong"));
+        assert_eq!(c.last_command, "ping");
+    }
+
+    #[test]
+    fn the_last_command_is_published_once_per_batch() {
+        let shared = server(&[]);
+        let mut c = client(&shared);
+        send(&shared, &mut c, &["SET", "k", "v"]);
+        send(&shared, &mut c, &["GET", "k"]);
+        assert_eq!(c.client.last_command(), "", "not published per command");
+        c.publish_state();
+        assert_eq!(c.client.last_command(), "get");
+        send(&shared, &mut c, &["MULTI"]);
+        send(&shared, &mut c, &["INCR", "n"]);
+        send(&shared, &mut c, &["EXEC"]);
+        c.publish_state();
+        assert_eq!(c.client.last_command(), "exec");
+    }
+
+    #[test]
+    fn error_replies_are_read_in_each_protocol() {
+        assert_eq!(
+            Resp::error_in(b"-OOM command not allowed\r\n"),
+            Some(&b"OOM command not allowed"[..])
+        );
+        assert_eq!(Resp::error_in(b"+OK\r\n"), None);
+        assert_eq!(Resp::error_in(b"$4\r\n-ERR\r\n"), None);
+        let mut out = Vec::new();
+        Resp::refuse(&mut out, b"NOAUTH Authentication required.");
+        assert_eq!(out, b"-NOAUTH Authentication required.\r\n");
+    }
+}

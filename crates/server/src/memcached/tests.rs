@@ -839,3 +839,25 @@ fn output_is_bounded_per_call() {
         30 * (out.len() / (consumed / "get big\r\n".len()))
     );
 }
+
+/// memcached requests run through the command path (`command::call`): they become the
+/// connection's last command under their mapped entry's name, and its checks apply to them
+/// (a memcached connection is never unauthenticated today; here one is made so to show it).
+#[test]
+fn requests_go_through_the_command_path() {
+    let mut c = Conn::new();
+    c.send("get a b\r\n");
+    assert_eq!(c.conn.last_command, "mget");
+    c.send("gats 0 a\r\n");
+    assert_eq!(c.conn.last_command, "gat");
+    let config = Config::from_args(["cairn-server", "--requirepass", "pw"]).expect("config");
+    let mut locked = Conn::with(Shared::new(config));
+    locked.conn.authenticated = false;
+    assert_eq!(
+        locked.send("set k 0 0 1\r\nv\r\nmn\r\n"),
+        "SERVER_ERROR NOAUTH Authentication required.\r\n\
+         SERVER_ERROR NOAUTH Authentication required.\r\n"
+    );
+    locked.conn.authenticated = true;
+    assert_eq!(locked.send("get k\r\n"), "END\r\n");
+}
