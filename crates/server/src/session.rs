@@ -76,7 +76,8 @@ impl Session {
             Protocol::Resp => self.process_resp(input, out),
             Protocol::Memcache => {
                 let (consumed, close, commands) =
-                    self.memcache.process(&self.shared, &mut self.conn, input, out);
+                    self.memcache
+                        .process(&self.shared, &mut self.conn, input, out);
                 self.count(commands);
                 if commands > 0 {
                     self.conn.publish_state();

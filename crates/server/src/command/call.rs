@@ -132,6 +132,7 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: Args<'_>, out: &mut Vec<
 /// DEFERRED, no NOSCRIPT commands) and a body that collects the reply for the script; a
 /// replication stream with a caller that skips the client checks and names the primary as
 /// the author.
+#[inline(always)]
 pub fn call<'s, B: Body>(
     shared: &'s Shared,
     conn: &mut Conn,
@@ -183,8 +184,8 @@ pub fn call<'s, B: Body>(
     }
     // CLIENT CACHING applies to the next command, or to the whole transaction that command
     // opens: Redis keeps the flag while the client is in MULTI and clears it after EXEC.
-    if command.name != "client" && conn.multi.is_none() {
-        if let Some(state) = conn.tracking.as_mut() {
+    if let Some(state) = conn.tracking.as_mut() {
+        if conn.multi.is_none() && command.name != "client" {
             state.caching = None;
         }
     }
@@ -200,7 +201,9 @@ fn check<B: Body>(
     if let Some(args) = body.args() {
         if !command.arity_ok(args.len()) {
             let name = command.name;
-            return Some(format!("ERR wrong number of arguments for '{name}' command"));
+            return Some(format!(
+                "ERR wrong number of arguments for '{name}' command"
+            ));
         }
     }
     if !command.has(flags::NOAUTH) && conn.auth_pending(&shared.settings) {
@@ -226,7 +229,7 @@ fn refuse<B: Body>(conn: &mut Conn, out: &mut Vec<u8>, msg: &[u8]) {
 }
 
 /// Steps 3 to 5 of `call`, shared by every caller once the keyspace view is chosen.
-#[inline]
+#[inline(always)]
 fn run<'s, B: Body>(
     shared: &'s Shared,
     conn: &mut Conn,
@@ -335,10 +338,16 @@ mod tests {
         assert_eq!(send(&shared, &mut c, &["MULTI"]), "+OK\r\n");
         assert_eq!(send(&shared, &mut c, &["SET", "k", "v"]), "+QUEUED\r\n");
         let refused = send(&shared, &mut c, &["GET"]);
-        assert!(refused.starts_with("-ERR wrong number of arguments"), "{refused}");
+        assert!(
+            refused.starts_with("-ERR wrong number of arguments"),
+            "{refused}"
+        );
         assert_eq!(c.multi.as_ref().map(Vec::len), Some(1));
         let unknown = send(&shared, &mut c, &["NOPE"]);
-        assert!(unknown.starts_with("-ERR unknown command 'NOPE'"), "{unknown}");
+        assert!(
+            unknown.starts_with("-ERR unknown command 'NOPE'"),
+            "{unknown}"
+        );
         assert!(send(&shared, &mut c, &["EXEC"]).starts_with("-EXECABORT"));
         assert!(c.multi.is_none());
         assert_eq!(send(&shared, &mut c, &["GET", "k"]), "$-1\r\n");
@@ -351,9 +360,17 @@ mod tests {
         // arity first, then auth
         assert!(send(&shared, &mut c, &["GET"]).starts_with("-ERR wrong number"));
         assert!(send(&shared, &mut c, &["GET", "k"]).starts_with("-NOAUTH"));
-        assert_eq!(c.last_command, "", "a refused command is not the last command");
+        assert_eq!(
+            c.last_command, "",
+            "a refused command is not the last command"
+        );
         assert_eq!(send(&shared, &mut c, &["AUTH", "pw"]), "+OK\r\n");
-        assert_eq!(send(&shared, &mut c, &["SUBSCRIBE", "ch"]).matches("subscribe").count(), 1);
+        assert_eq!(
+            send(&shared, &mut c, &["SUBSCRIBE", "ch"])
+                .matches("subscribe")
+                .count(),
+            1
+        );
         let refused = send(&shared, &mut c, &["GET", "k"]);
         assert!(refused.starts_with("-ERR Can't execute 'get'"), "{refused}");
         assert!(send(&shared, &mut c, &["PING"]).starts_with("*2\r\n$4\r\npong"));

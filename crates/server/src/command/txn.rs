@@ -76,5 +76,12 @@ fn run_queued<'s>(ctx: &mut Ctx<'_, 's>, queued: &OwnedArgs, locked: &mut store:
     let args = queued.args();
     let command = lookup(args.get(0)).expect("queued commands were looked up when queued");
     let caller = Caller::Exec(locked);
-    super::call(ctx.shared, ctx.conn, ctx.out, command, &mut Resp(args), caller);
+    super::call(
+        ctx.shared,
+        ctx.conn,
+        ctx.out,
+        command,
+        &mut Resp(args),
+        caller,
+    );
 }

@@ -187,22 +187,22 @@ pub(crate) struct Exec<'a> {
 
 /// One memcached request on the command path (`command::call`): its body runs the request
 /// with this front end's executor, which writes memcached replies.
-struct McCall<'r, 'm> {
-    request: Request<'r>,
+struct McCall<'q, 'r, 'm> {
+    request: &'q Request<'r>,
     counters: &'m mut Counters,
     key_buf: &'m mut Vec<u8>,
     /// The request was `quit`: close the connection.
     quit: bool,
 }
 
-impl command::Body for McCall<'_, '_> {
+impl command::Body for McCall<'_, '_, '_> {
     #[inline]
     fn args(&self) -> Option<command::Args<'_>> {
         None
     }
 
     fn for_each_arg(&self, f: &mut dyn FnMut(&[u8])) {
-        verbs::for_each_arg(&self.request, f)
+        verbs::for_each_arg(self.request, f)
     }
 
     #[inline]
@@ -222,7 +222,7 @@ impl command::Body for McCall<'_, '_> {
             c: self.counters,
             key_buf: self.key_buf,
         };
-        self.quit = ex.run(self.request.clone(), out);
+        self.quit = ex.run(self.request, out);
     }
 
     #[inline]
@@ -265,7 +265,7 @@ impl McState {
                     commands += 1;
                     let entry = verbs::entry(&request);
                     let mut body = McCall {
-                        request,
+                        request: &request,
                         counters: &mut self.counters,
                         key_buf: &mut self.key_buf,
                         quit: false,
@@ -319,14 +319,14 @@ impl Exec<'_> {
     }
 
     /// Runs one request; returns true when the connection must close (`quit`).
-    fn run(&mut self, request: Request<'_>, out: &mut Vec<u8>) -> bool {
-        match request {
-            Request::Get { keys, with_cas } => self.get(keys, with_cas, out),
+    fn run(&mut self, request: &Request<'_>, out: &mut Vec<u8>) -> bool {
+        match *request {
+            Request::Get { ref keys, with_cas } => self.get(keys.clone(), with_cas, out),
             Request::GetAndTouch {
                 exptime,
-                keys,
+                ref keys,
                 with_cas,
-            } => self.gat(exptime, keys, with_cas, out),
+            } => self.gat(exptime, keys.clone(), with_cas, out),
             Request::Store {
                 kind,
                 key,
@@ -358,10 +358,10 @@ impl Exec<'_> {
             Request::CacheMemlimit { megabytes, noreply } => {
                 stats::cache_memlimit(self, megabytes, noreply, out)
             }
-            Request::Stats { group, args } => {
+            Request::Stats { group, ref args } => {
                 // Publish this connection's tallies first so that it sees its own requests.
                 self.c.flush_into(&self.shared.stats.memcache);
-                stats::stats(self, group, args, out);
+                stats::stats(self, group, args.clone(), out);
             }
             Request::Quit => return true,
             Request::MetaGet { key, flags } => self.mg(key, flags, out),

@@ -211,7 +211,10 @@ mod tests {
         assert_eq!(shown(b"add k 5 0 2\r\nhi\r\n"), ["set", "k", "hi", "NX"]);
         assert_eq!(shown(b"incr n 42\r\n"), ["incrby", "n", "42"]);
         assert_eq!(shown(b"touch k -1\r\n"), ["expire", "k", "-1"]);
-        assert_eq!(shown(b"ms k 2 T10 F3\r\nhi\r\n"), ["ms", "k", "hi", "T10", "F3"]);
+        assert_eq!(
+            shown(b"ms k 2 T10 F3\r\nhi\r\n"),
+            ["ms", "k", "hi", "T10", "F3"]
+        );
         assert_eq!(shown(b"flush_all\r\n"), ["flushall"]);
     }
 }
