@@ -123,10 +123,10 @@ pub(crate) fn for_each_arg(request: &Request<'_>, f: &mut dyn FnMut(&[u8])) {
     };
     f(entry(request).name.as_bytes());
     match request {
-        Request::Get { keys, .. } => keys.clone().for_each(|k| f(k)),
+        Request::Get { keys, .. } => keys.clone().for_each(&mut *f),
         Request::GetAndTouch { exptime, keys, .. } => {
             num(*exptime, f);
-            keys.clone().for_each(|k| f(k));
+            keys.clone().for_each(&mut *f);
         }
         Request::Store {
             kind, key, data, ..
@@ -153,7 +153,7 @@ pub(crate) fn for_each_arg(request: &Request<'_>, f: &mut dyn FnMut(&[u8])) {
         Request::CacheMemlimit { megabytes, .. } => num(i64::from(*megabytes), f),
         Request::Stats { group, args } => {
             group.iter().for_each(|g| f(g));
-            args.clone().for_each(|a| f(a));
+            args.clone().for_each(&mut *f);
         }
         Request::MetaGet { key, flags }
         | Request::MetaDelete { key, flags }
