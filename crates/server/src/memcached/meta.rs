@@ -191,7 +191,7 @@ impl Exec<'_> {
             }
         }
 
-        let hit = store.write(store::Author(self.client.id), key, |e| {
+        let hit = store.write(self.author, key, |e| {
             let mut created = false;
             match e.item() {
                 Some(item) if !is_string(item.kind()) => return false,
@@ -270,7 +270,7 @@ impl Exec<'_> {
         let result = self
             .shared
             .store
-            .write(store::Author(self.client.id), key, |e| {
+            .write(self.author, key, |e| {
                 let mut expiry = expiry;
                 let mut stale_marks = None;
                 let outcome = if cas_mode {
@@ -428,7 +428,7 @@ impl Exec<'_> {
         let result = self
             .shared
             .store
-            .write(store::Author(self.client.id), key, |e| {
+            .write(self.author, key, |e| {
                 let Some(item) = e.item() else {
                     return Md::NotFound;
                 };
@@ -513,7 +513,7 @@ impl Exec<'_> {
         let result = self
             .shared
             .store
-            .write(store::Author(self.client.id), key, |e| {
+            .write(self.author, key, |e| {
                 let mut created = false;
                 let (value, cas) = match apply_delta(e, incr, delta, flags.u64(b'C')) {
                     Delta::Done(value, cas) => (value, cas),
@@ -619,7 +619,7 @@ impl Exec<'_> {
         let found = self
             .shared
             .store
-            .write(store::Author(self.client.id), key, |e| match e.item() {
+            .write(self.author, key, |e| match e.item() {
                 Some(item) if is_string(item.kind()) => {
                     let size = item.key().len() + item.value().len() + 48;
                     MetaDebugReply::new(out, key, binary)

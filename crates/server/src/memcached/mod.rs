@@ -181,6 +181,8 @@ pub struct McState {
 pub(crate) struct Exec<'a> {
     pub shared: &'a Shared,
     pub client: &'a ClientInfo,
+    /// Who the request's writes are by: the connection, as the command path names it.
+    author: store::Author,
     pub c: &'a mut Counters,
     pub key_buf: &'a mut Vec<u8>,
 }
@@ -209,16 +211,17 @@ impl command::Body for McCall<'_, '_, '_> {
     fn run<'s>(
         &mut self,
         _command: &'static command::Command,
-        _db: store::Db<'_, 's>,
+        db: store::Db<'_, 's>,
         shared: &'s Shared,
         conn: &mut command::Conn,
         out: &mut Vec<u8>,
     ) {
-        // The handlers write through `shared.store` with `Exec::author`, the same author
-        // (`conn.author()`) as `db` carries.
+        // The handlers write through `shared.store` as the author the command path chose
+        // (memcached requests lock no keys together: `db` is the shared keyspace).
         let mut ex = Exec {
             shared,
             client: &conn.client,
+            author: db.author(),
             c: self.counters,
             key_buf: self.key_buf,
         };
@@ -281,6 +284,7 @@ impl McState {
                         let mut ex = Exec {
                             shared,
                             client: &conn.client,
+                            author: conn.author(),
                             c: &mut self.counters,
                             key_buf: &mut self.key_buf,
                         };
@@ -312,10 +316,10 @@ impl McState {
 }
 
 impl Exec<'_> {
-    /// The author of this request's writes: this connection, named explicitly to the store so
-    /// that a tracking client on the same thread never mistakes the write for its own.
+    /// The author of this request's writes, named explicitly to the store so that a tracking
+    /// client on the same thread never mistakes the write for its own.
     fn author(&self) -> store::Author {
-        store::Author(self.client.id)
+        self.author
     }
 
     /// Runs one request; returns true when the connection must close (`quit`).
