@@ -4,9 +4,8 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use crate::clients::client_flags::BLOCKED;
 use crate::clients::ClientInfo;
-use crate::command::{self, flags, Args, Conn, OwnedArgs};
+use crate::command::{self, Args, Conn};
 use crate::memcached::McState;
 use crate::protocol::Protocol;
 use crate::shared::Shared;
@@ -47,7 +46,8 @@ pub struct Session {
 
 impl Session {
     pub fn new(protocol: Protocol, shared: Arc<Shared>, client: Arc<ClientInfo>) -> Session {
-        let authenticated = !shared.settings.auth_required();
+        // The memcached protocol has no AUTH: its port is trusted as a whole (README, --requirepass).
+        let authenticated = protocol == Protocol::Memcache || !shared.settings.auth_required();
         let limits = resp::request::Limits::default();
         // CLIENT LIST `tot-mem` counts the session; the registry cannot name its type.
         crate::clients::set_session_mem(std::mem::size_of::<Session>());
@@ -74,8 +74,11 @@ impl Session {
             Protocol::Memcache => {
                 let (consumed, close, commands) =
                     self.memcache
-                        .process(&self.shared, &self.conn.client, input, out);
+                        .process(&self.shared, &mut self.conn, input, out);
                 self.count(commands);
+                if commands > 0 {
+                    self.conn.publish_state();
+                }
                 Progress {
                     consumed,
                     close,
@@ -191,75 +194,14 @@ impl Session {
         self.conn.reply_skip = std::mem::take(&mut self.conn.reply_skip_next);
     }
 
+    /// Frames end here: the command path (`command::dispatch`) does the rest.
     fn dispatch(&mut self, args: Args<'_>, out: &mut Vec<u8>) {
         if is_http_attack(args.get(0)) {
             security_warning(&self.conn.client.addr);
             self.conn.close = true;
             return;
         }
-        let Some(command) = command::lookup(args.get(0)) else {
-            let msg = command::unknown_command_error(&args);
-            return self.reject(out, &msg);
-        };
-        if !command.arity_ok(args.len()) {
-            let msg = format!(
-                "ERR wrong number of arguments for '{}' command",
-                command.name
-            );
-            crate::stats::record_rejected(command);
-            return self.reject(out, msg.as_bytes());
-        }
-        if !command.has(flags::NOAUTH) && self.conn.auth_pending(&self.shared.settings) {
-            crate::stats::record_rejected(command);
-            return self.reject(out, b"NOAUTH Authentication required.");
-        }
-        if self.conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
-            let msg = format!(
-                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-                command.name
-            );
-            crate::stats::record_rejected(command);
-            return self.reject(out, msg.as_bytes());
-        }
-        self.conn.client.set_last_command(command.name);
-        if let Some(queue) = self.conn.multi.as_mut() {
-            if command.has(flags::DEFERRED) {
-                let msg = format!("ERR '{}' cannot run inside MULTI", command.name);
-                crate::stats::record_rejected(command);
-                return self.reject(out, msg.as_bytes());
-            }
-            if !command.has(flags::NOQUEUE) {
-                let queued = OwnedArgs::copy(&args);
-                self.conn
-                    .client
-                    .state
-                    .multi_mem
-                    .fetch_add(queued.buf.len() as u64, Relaxed);
-                queue.push(queued);
-                return resp::reply::simple(out, b"QUEUED");
-            }
-        }
-        if command.has(flags::DEFERRED) {
-            // Marked blocked (CLIENT LIST `b`, INFO blocked_clients) before the work is handed
-            // out, so the reply's arrival (`ClientInfo::post`) always clears it after.
-            self.conn.client.state.flags.fetch_or(BLOCKED, Relaxed);
-            command::execute(command, args, &self.shared, &mut self.conn, out);
-            if !self.conn.waiting {
-                self.conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
-            }
-            return;
-        }
-        command::execute(command, args, &self.shared, &mut self.conn, out);
-    }
-
-    /// Replies with an error for a command that could not run; inside MULTI this also dooms
-    /// the transaction, as in Redis.
-    fn reject(&mut self, out: &mut Vec<u8>, msg: &[u8]) {
-        crate::stats::record_error(msg);
-        if self.conn.multi.is_some() {
-            self.conn.multi_dirty = true;
-        }
-        resp::reply::error(out, msg)
+        command::dispatch(&self.shared, &mut self.conn, args, out);
     }
 }
 

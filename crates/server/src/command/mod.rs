@@ -1,11 +1,12 @@
 //! The command table (name, arity, flags, key positions, handler) and what a handler sees.
 //!
 //! RESP requests are looked up here by name; memcached requests are mapped onto entries of the
-//! same table by `crate::memcached`, so both protocols run the same handlers' logic (`crate::keyspace`) on
-//! the same keyspace. Handlers append their reply to the connection's output buffer and never
-//! touch sockets.
+//! same table by `crate::memcached`, so both protocols run the same handlers' logic
+//! (`crate::keyspace`) on the same keyspace, and both go through the same command path (`call`).
+//! Handlers append their reply to the connection's output buffer and never touch sockets.
 
 mod args;
+mod call;
 mod client_cmd;
 mod client_info;
 mod hashes;
@@ -26,6 +27,7 @@ use resp::reply::{self, Version};
 use store::Db;
 
 pub use args::{Args, OwnedArgs};
+pub use call::{call, dispatch, Body, Caller, Resp};
 pub use table::{by_slot, lookup, memcached_only_entry, Command, COMMANDS};
 
 use crate::clients::ClientInfo;
@@ -85,6 +87,10 @@ pub struct Conn {
     pub reply_skip: bool,
     /// ...and so is the next command's (the session moves this into `reply_skip`).
     pub reply_skip_next: bool,
+    /// The last command the client ran (CLIENT LIST `cmd=`), published by `publish_state`
+    /// once per batch rather than per command.
+    pub last_command: &'static str,
+    published_command: &'static str,
 }
 
 impl Conn {
@@ -104,6 +110,8 @@ impl Conn {
             reply_off: false,
             reply_skip: false,
             reply_skip_next: false,
+            last_command: "",
+            published_command: "",
         }
     }
 
@@ -132,9 +140,13 @@ impl Conn {
 
     /// Publishes what CLIENT LIST and INFO show of this connection's state (read by other
     /// threads): after each batch of commands, and before the client lists itself.
-    pub fn publish_state(&self) {
+    pub fn publish_state(&mut self) {
         use crate::clients::client_flags::*;
         use std::sync::atomic::Ordering::Relaxed;
+        if !std::ptr::eq(self.last_command, self.published_command) {
+            self.client.set_last_command(self.last_command);
+            self.published_command = self.last_command;
+        }
         let st = &self.client.state;
         // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, and BLOCKED around deferred commands.
         let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED);
@@ -178,100 +190,6 @@ impl Conn {
             .store(0, std::sync::atomic::Ordering::Relaxed);
         if let Some(state) = self.tracking.take() {
             shared.tracking.disable(&state.tracker);
-        }
-    }
-}
-
-/// Runs one command outside a transaction. A command with several keys locks their shards
-/// together so that it is atomic like in Redis (MSET, MSETNX, DEL k1 k2, MGET).
-pub fn execute(
-    command: &'static Command,
-    args: Args<'_>,
-    shared: &Shared,
-    conn: &mut Conn,
-    out: &mut Vec<u8>,
-) {
-    let store = &*shared.store;
-    // The author travels with the keyspace view: every write the handler makes is this client's.
-    let author = conn.author();
-    let mut keys = command.key_positions(args.len());
-    let multi_key = keys.nth(1).is_some() && !command.has(flags::NOQUEUE);
-    if multi_key {
-        let mut locked = store.lock_keys(
-            author,
-            command.key_positions(args.len()).map(|i| args.get(i)),
-        );
-        call(command, args, Db::Locked(&mut locked), shared, conn, out);
-    } else {
-        call(command, args, Db::Shared(store, author), shared, conn, out);
-    }
-    // CLIENT CACHING applies to the next command, or to the whole transaction that command
-    // opens: Redis keeps the flag while the client is in MULTI and clears it after EXEC.
-    if command.name != "client" && conn.multi.is_none() {
-        if let Some(state) = conn.tracking.as_mut() {
-            state.caching = None;
-        }
-    }
-}
-
-/// What every command goes through around its handler, whether it runs alone or queued in a
-/// transaction (EXEC calls this for each queued command): the tracking of its reads, the
-/// handler against `db` (whose writes carry the client as their author), and commandstats.
-pub(crate) fn call<'s>(
-    command: &'static Command,
-    args: Args<'_>,
-    db: Db<'_, 's>,
-    shared: &'s Shared,
-    conn: &mut Conn,
-    out: &mut Vec<u8>,
-) {
-    let started = std::time::Instant::now();
-    // Remembered before the read runs: a write racing the read then still invalidates (at worst
-    // spuriously), where remembering after could miss it and leave the client stale.
-    if conn.tracking.is_some() {
-        remember_reads(command, args, shared, conn);
-    }
-    let before = out.len();
-    let mut ctx = Ctx {
-        args,
-        db,
-        out,
-        shared,
-        conn,
-    };
-    (command.handler)(&mut ctx);
-    count_call(command, started, &out[before..]);
-}
-
-/// Counts a command that ran (INFO commandstats / errorstats) from its reply. An OOM refusal
-/// counts as rejected, as Redis refuses such commands before running them.
-pub fn count_call(command: &'static Command, started: std::time::Instant, reply: &[u8]) {
-    match stats::error_code(reply) {
-        None => stats::record(command, started.elapsed().as_nanos() as u64, false),
-        Some(code) => {
-            let end = reply
-                .iter()
-                .position(|&b| b == b'\r')
-                .unwrap_or(reply.len());
-            stats::record_error(&reply[1..end]);
-            if code == b"OOM" {
-                stats::record_rejected(command);
-            } else {
-                stats::record(command, started.elapsed().as_nanos() as u64, true);
-            }
-        }
-    }
-}
-
-/// Client tracking: a tracked client's reads are remembered so that a change of the key sends
-/// it an invalidation.
-fn remember_reads(command: &Command, args: Args<'_>, shared: &Shared, conn: &Conn) {
-    let Some(state) = conn.tracking.as_ref() else {
-        return;
-    };
-    if command.has(flags::READONLY) && state.tracks_reads() {
-        for i in command.key_positions(args.len()) {
-            shared.tracking.remember(args.get(i), &state.tracker);
         }
     }
 }

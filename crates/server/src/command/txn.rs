@@ -7,9 +7,7 @@
 //! the key was touched. (A key deleted and re-created absent again in between is
 //! not detected; Redis would abort in that case.)
 
-use store::Db;
-
-use super::{lookup, Ctx, OwnedArgs};
+use super::{lookup, Caller, Ctx, OwnedArgs, Resp};
 
 pub fn multi(ctx: &mut Ctx<'_, '_>) {
     if ctx.conn.multi.is_some() {
@@ -73,16 +71,17 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
 }
 
 /// Runs one queued command through the same `call` as a command sent alone (tracking of its
-/// reads, commandstats), against the keyspace EXEC holds.
+/// reads, commandstats, the observe hook), against the keyspace EXEC holds.
 fn run_queued<'s>(ctx: &mut Ctx<'_, 's>, queued: &OwnedArgs, locked: &mut store::Locked<'s>) {
     let args = queued.args();
     let command = lookup(args.get(0)).expect("queued commands were looked up when queued");
+    let caller = Caller::Exec(locked);
     super::call(
-        command,
-        args,
-        Db::Locked(locked),
         ctx.shared,
         ctx.conn,
         ctx.out,
+        command,
+        &mut Resp(args),
+        caller,
     );
 }

@@ -191,7 +191,7 @@ impl Exec<'_> {
             }
         }
 
-        let hit = store.write(store::Author(self.client.id), key, |e| {
+        let hit = store.write(self.author, key, |e| {
             let mut created = false;
             match e.item() {
                 Some(item) if !is_string(item.kind()) => return false,
@@ -267,108 +267,104 @@ impl Exec<'_> {
             .max_value_size
             .load(std::sync::atomic::Ordering::Relaxed);
 
-        let result = self
-            .shared
-            .store
-            .write(store::Author(self.client.id), key, |e| {
-                let mut expiry = expiry;
-                let mut stale_marks = None;
-                let outcome = if cas_mode {
-                    let cas_in = cas_in.unwrap_or(0);
-                    match e.item() {
-                        None => StoreOutcome::NotFound,
-                        Some(item) if item.cas() == cas_in && cas_in != 0 => {
-                            ops::store(e, &store_args(data, Cond::Always, expiry, client_flags))
-                        }
-                        // `I`: an older CAS still stores, but the value is marked stale and keeps
-                        // the record's TTL.
-                        Some(item) if invalidate && cas_in != 0 && cas_in < item.cas() => {
-                            stale_marks = Some(item.win_sent());
-                            expiry = Expiry::Never;
-                            let args = StoreArgs {
-                                value: data,
-                                cond: Cond::Always,
-                                ttl: Ttl::Keep,
-                                flags: client_flags,
-                                cas: None,
-                            };
-                            ops::store(e, &args)
-                        }
-                        Some(_) => StoreOutcome::Exists,
+        let result = self.shared.store.write(self.author, key, |e| {
+            let mut expiry = expiry;
+            let mut stale_marks = None;
+            let outcome = if cas_mode {
+                let cas_in = cas_in.unwrap_or(0);
+                match e.item() {
+                    None => StoreOutcome::NotFound,
+                    Some(item) if item.cas() == cas_in && cas_in != 0 => {
+                        ops::store(e, &store_args(data, Cond::Always, expiry, client_flags))
                     }
-                } else {
-                    match mode {
-                        StoreKind::Append | StoreKind::Prepend => {
-                            match e.item() {
-                                None => match flags.i64(b'N') {
-                                    // `N`: a missing record is created from the appended data.
-                                    Some(ttl) => {
-                                        expiry = Expiry::from_exptime(ttl, now);
-                                        ops::store(
-                                            e,
-                                            &store_args(data, Cond::Always, expiry, client_flags),
-                                        )
+                    // `I`: an older CAS still stores, but the value is marked stale and keeps
+                    // the record's TTL.
+                    Some(item) if invalidate && cas_in != 0 && cas_in < item.cas() => {
+                        stale_marks = Some(item.win_sent());
+                        expiry = Expiry::Never;
+                        let args = StoreArgs {
+                            value: data,
+                            cond: Cond::Always,
+                            ttl: Ttl::Keep,
+                            flags: client_flags,
+                            cas: None,
+                        };
+                        ops::store(e, &args)
+                    }
+                    Some(_) => StoreOutcome::Exists,
+                }
+            } else {
+                match mode {
+                    StoreKind::Append | StoreKind::Prepend => {
+                        match e.item() {
+                            None => match flags.i64(b'N') {
+                                // `N`: a missing record is created from the appended data.
+                                Some(ttl) => {
+                                    expiry = Expiry::from_exptime(ttl, now);
+                                    ops::store(
+                                        e,
+                                        &store_args(data, Cond::Always, expiry, client_flags),
+                                    )
+                                }
+                                None => StoreOutcome::NotStored,
+                            },
+                            Some(item) if !is_string(item.kind()) => StoreOutcome::NotStored,
+                            Some(item) if cas_in.is_some_and(|c| c != 0 && c != item.cas()) => {
+                                StoreOutcome::Exists
+                            }
+                            Some(item)
+                                if item.value().len().saturating_add(data.len()) > max_value =>
+                            {
+                                StoreOutcome::NotStored
+                            }
+                            Some(_) => {
+                                expiry = Expiry::Never;
+                                match ops::concat(e, data, mode == StoreKind::Prepend) {
+                                    Ok(Some(_)) => {
+                                        StoreOutcome::Stored(e.item().map_or(0, |i| i.cas()))
                                     }
-                                    None => StoreOutcome::NotStored,
-                                },
-                                Some(item) if !is_string(item.kind()) => StoreOutcome::NotStored,
-                                Some(item) if cas_in.is_some_and(|c| c != 0 && c != item.cas()) => {
-                                    StoreOutcome::Exists
-                                }
-                                Some(item)
-                                    if item.value().len().saturating_add(data.len())
-                                        > max_value =>
-                                {
-                                    StoreOutcome::NotStored
-                                }
-                                Some(_) => {
-                                    expiry = Expiry::Never;
-                                    match ops::concat(e, data, mode == StoreKind::Prepend) {
-                                        Ok(Some(_)) => {
-                                            StoreOutcome::Stored(e.item().map_or(0, |i| i.cas()))
-                                        }
-                                        Ok(None) => StoreOutcome::NotStored,
-                                        Err(_) => StoreOutcome::OutOfMemory,
-                                    }
+                                    Ok(None) => StoreOutcome::NotStored,
+                                    Err(_) => StoreOutcome::OutOfMemory,
                                 }
                             }
-                        }
-                        _ => {
-                            let cond = match mode {
-                                StoreKind::Add => Cond::IfAbsent,
-                                StoreKind::Replace => Cond::IfPresent,
-                                _ => Cond::Always,
-                            };
-                            ops::store(e, &store_args(data, cond, expiry, client_flags))
                         }
                     }
-                };
-                match outcome {
-                    StoreOutcome::Stored(mut cas) => {
-                        if expiry == Expiry::Expired {
-                            e.remove();
-                        } else {
-                            if let Some(win_sent) = stale_marks {
-                                e.set_marks(true, win_sent);
-                            }
-                            if let Some(c) = new_cas {
-                                e.set_cas(c);
-                                cas = c;
-                            }
-                        }
-                        let len = e.item().map_or(data.len(), |i| i.value().len());
-                        MsResult::Stored(cas, len)
-                    }
-                    StoreOutcome::NotStored => MsResult::NotStored,
-                    StoreOutcome::Exists => MsResult::Exists,
-                    StoreOutcome::NotFound => MsResult::NotFound,
-                    StoreOutcome::OutOfMemory => {
-                        // As memcached: do not leave the old value readable.
-                        e.remove();
-                        MsResult::OutOfMemory
+                    _ => {
+                        let cond = match mode {
+                            StoreKind::Add => Cond::IfAbsent,
+                            StoreKind::Replace => Cond::IfPresent,
+                            _ => Cond::Always,
+                        };
+                        ops::store(e, &store_args(data, cond, expiry, client_flags))
                     }
                 }
-            });
+            };
+            match outcome {
+                StoreOutcome::Stored(mut cas) => {
+                    if expiry == Expiry::Expired {
+                        e.remove();
+                    } else {
+                        if let Some(win_sent) = stale_marks {
+                            e.set_marks(true, win_sent);
+                        }
+                        if let Some(c) = new_cas {
+                            e.set_cas(c);
+                            cas = c;
+                        }
+                    }
+                    let len = e.item().map_or(data.len(), |i| i.value().len());
+                    MsResult::Stored(cas, len)
+                }
+                StoreOutcome::NotStored => MsResult::NotStored,
+                StoreOutcome::Exists => MsResult::Exists,
+                StoreOutcome::NotFound => MsResult::NotFound,
+                StoreOutcome::OutOfMemory => {
+                    // As memcached: do not leave the old value readable.
+                    e.remove();
+                    MsResult::OutOfMemory
+                }
+            }
+        });
 
         if cas_mode {
             match result {
@@ -425,53 +421,50 @@ impl Exec<'_> {
             Exists,
             OutOfMemory,
         }
-        let result = self
-            .shared
-            .store
-            .write(store::Author(self.client.id), key, |e| {
-                let Some(item) = e.item() else {
-                    return Md::NotFound;
-                };
-                if cas_in.is_some_and(|c| c != item.cas()) {
-                    return Md::Exists;
+        let result = self.shared.store.write(self.author, key, |e| {
+            let Some(item) = e.item() else {
+                return Md::NotFound;
+            };
+            if cas_in.is_some_and(|c| c != item.cas()) {
+                return Md::Exists;
+            }
+            let old_cas = item.cas();
+            if flags.has(b'x') {
+                // Replace the value by an empty one: a tombstone, stale with `I`.
+                let deadline = ttl.unwrap_or(Expiry::Never).deadline();
+                let client_flags = flags.u32(b'F').unwrap_or(0);
+                if e.put(Kind::String, b"", deadline, client_flags).is_err() {
+                    return Md::OutOfMemory;
                 }
-                let old_cas = item.cas();
-                if flags.has(b'x') {
-                    // Replace the value by an empty one: a tombstone, stale with `I`.
-                    let deadline = ttl.unwrap_or(Expiry::Never).deadline();
-                    let client_flags = flags.u32(b'F').unwrap_or(0);
-                    if e.put(Kind::String, b"", deadline, client_flags).is_err() {
-                        return Md::OutOfMemory;
-                    }
-                    e.set_cas(new_cas.unwrap_or(old_cas));
+                e.set_cas(new_cas.unwrap_or(old_cas));
+            }
+            if !flags.has(b'I') {
+                if !flags.has(b'x') {
+                    e.remove();
                 }
-                if !flags.has(b'I') {
-                    if !flags.has(b'x') {
-                        e.remove();
-                    }
-                    return Md::Deleted;
+                return Md::Deleted;
+            }
+            // Invalidate: keep the record, mark it stale, give it a new CAS (and maybe TTL).
+            match ttl {
+                Some(Expiry::Expired) => {
+                    e.remove();
+                    return Md::Invalidated;
                 }
-                // Invalidate: keep the record, mark it stale, give it a new CAS (and maybe TTL).
-                match ttl {
-                    Some(Expiry::Expired) => {
-                        e.remove();
-                        return Md::Invalidated;
-                    }
-                    Some(expiry) => {
-                        let _ = e.set_expire(expiry.deadline());
-                    }
-                    None => {
-                        // Rewriting the same deadline is how a record gets a fresh CAS.
-                        let deadline = e.item().and_then(|i| i.expire_at());
-                        let _ = e.set_expire(deadline);
-                    }
+                Some(expiry) => {
+                    let _ = e.set_expire(expiry.deadline());
                 }
-                e.set_marks(true, false);
-                if let Some(c) = new_cas {
-                    e.set_cas(c);
+                None => {
+                    // Rewriting the same deadline is how a record gets a fresh CAS.
+                    let deadline = e.item().and_then(|i| i.expire_at());
+                    let _ = e.set_expire(deadline);
                 }
-                Md::Invalidated
-            });
+            }
+            e.set_marks(true, false);
+            if let Some(c) = new_cas {
+                e.set_cas(c);
+            }
+            Md::Invalidated
+        });
         let code = match result {
             Md::Deleted => {
                 self.c.delete_hits += 1;
@@ -510,84 +503,81 @@ impl Exec<'_> {
             Failed(Delta),
             NotStored,
         }
-        let result = self
-            .shared
-            .store
-            .write(store::Author(self.client.id), key, |e| {
-                let mut created = false;
-                let (value, cas) = match apply_delta(e, incr, delta, flags.u64(b'C')) {
-                    Delta::Done(value, cas) => (value, cas),
-                    Delta::NotFound => {
-                        let Some(ttl) = flags.i64(b'N') else {
-                            return Ma::Failed(Delta::NotFound);
-                        };
-                        let initial = flags.u64(b'J').unwrap_or(0);
-                        let mut digits = itoa::Buffer::new();
-                        let deadline = Expiry::from_exptime(ttl, now).deadline();
-                        match e.put(Kind::String, digits.format(initial).as_bytes(), deadline, 0) {
-                            Ok(cas) => {
-                                created = true;
-                                (initial, cas)
-                            }
-                            Err(_) => return Ma::NotStored,
+        let result = self.shared.store.write(self.author, key, |e| {
+            let mut created = false;
+            let (value, cas) = match apply_delta(e, incr, delta, flags.u64(b'C')) {
+                Delta::Done(value, cas) => (value, cas),
+                Delta::NotFound => {
+                    let Some(ttl) = flags.i64(b'N') else {
+                        return Ma::Failed(Delta::NotFound);
+                    };
+                    let initial = flags.u64(b'J').unwrap_or(0);
+                    let mut digits = itoa::Buffer::new();
+                    let deadline = Expiry::from_exptime(ttl, now).deadline();
+                    match e.put(Kind::String, digits.format(initial).as_bytes(), deadline, 0) {
+                        Ok(cas) => {
+                            created = true;
+                            (initial, cas)
                         }
-                    }
-                    other => return Ma::Failed(other),
-                };
-                let cas = match flags.u64(b'E') {
-                    Some(c) => {
-                        e.set_cas(c);
-                        c
-                    }
-                    None => cas,
-                };
-                // Walk the flags in order: `t` shows the deadline as of its position. Under `q` a
-                // success is not answered at all, but `T` and `N` still apply.
-                let mut deadline = if created {
-                    None
-                } else {
-                    e.item().and_then(|i| i.expire_at())
-                };
-                let mut expired = false;
-                let with_value = flags.has(b'v');
-                let mut digits = itoa::Buffer::new();
-                let text = digits.format(value).as_bytes();
-                let mark = out.len();
-                let mut r = if with_value {
-                    MetaReply::value(out, text.len())
-                } else {
-                    MetaReply::new(out, MetaCode::Hd)
-                };
-                for f in flags.iter() {
-                    match f.flag {
-                        b'c' => r = r.flag_num(b'c', cas),
-                        b't' => r = r.flag_int(b't', ttl_secs(deadline, now)),
-                        b'T' => {
-                            let expiry = Expiry::from_exptime(flags.i64(b'T').unwrap_or(0), now);
-                            expired = expiry == Expiry::Expired;
-                            deadline = expiry.deadline();
-                        }
-                        b'N' if created => deadline = e.item().and_then(|i| i.expire_at()),
-                        b'O' => r = r.flag_bytes(b'O', f.token),
-                        b'k' => r = r.key(key, binary),
-                        _ => {}
+                        Err(_) => return Ma::NotStored,
                     }
                 }
-                if with_value {
-                    r.finish_with_data(text);
-                } else {
-                    r.finish();
+                other => return Ma::Failed(other),
+            };
+            let cas = match flags.u64(b'E') {
+                Some(c) => {
+                    e.set_cas(c);
+                    c
                 }
-                if flags.quiet() {
-                    out.truncate(mark);
+                None => cas,
+            };
+            // Walk the flags in order: `t` shows the deadline as of its position. Under `q` a
+            // success is not answered at all, but `T` and `N` still apply.
+            let mut deadline = if created {
+                None
+            } else {
+                e.item().and_then(|i| i.expire_at())
+            };
+            let mut expired = false;
+            let with_value = flags.has(b'v');
+            let mut digits = itoa::Buffer::new();
+            let text = digits.format(value).as_bytes();
+            let mark = out.len();
+            let mut r = if with_value {
+                MetaReply::value(out, text.len())
+            } else {
+                MetaReply::new(out, MetaCode::Hd)
+            };
+            for f in flags.iter() {
+                match f.flag {
+                    b'c' => r = r.flag_num(b'c', cas),
+                    b't' => r = r.flag_int(b't', ttl_secs(deadline, now)),
+                    b'T' => {
+                        let expiry = Expiry::from_exptime(flags.i64(b'T').unwrap_or(0), now);
+                        expired = expiry == Expiry::Expired;
+                        deadline = expiry.deadline();
+                    }
+                    b'N' if created => deadline = e.item().and_then(|i| i.expire_at()),
+                    b'O' => r = r.flag_bytes(b'O', f.token),
+                    b'k' => r = r.key(key, binary),
+                    _ => {}
                 }
-                if expired {
-                    e.remove();
-                } else {
-                    retime(e, deadline);
-                }
-                Ma::Done { created }
-            });
+            }
+            if with_value {
+                r.finish_with_data(text);
+            } else {
+                r.finish();
+            }
+            if flags.quiet() {
+                out.truncate(mark);
+            }
+            if expired {
+                e.remove();
+            } else {
+                retime(e, deadline);
+            }
+            Ma::Done { created }
+        });
         match result {
             Ma::Done { created: false, .. } if incr => self.c.incr_hits += 1,
             Ma::Done { created: false, .. } => self.c.decr_hits += 1,
@@ -619,7 +609,7 @@ impl Exec<'_> {
         let found = self
             .shared
             .store
-            .write(store::Author(self.client.id), key, |e| match e.item() {
+            .write(self.author, key, |e| match e.item() {
                 Some(item) if is_string(item.kind()) => {
                     let size = item.key().len() + item.value().len() + 48;
                     MetaDebugReply::new(out, key, binary)

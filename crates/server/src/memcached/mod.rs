@@ -20,12 +20,12 @@ mod verbs;
 mod tests;
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 
 use memcache::{Error, Parsed, Request};
 use store::{Entry, Kind};
 
 use crate::clients::ClientInfo;
+use crate::command::{self, Caller};
 use crate::shared::Shared;
 use crate::stats::memcache::Counters;
 
@@ -56,17 +56,75 @@ pub struct McState {
 pub(crate) struct Exec<'a> {
     pub shared: &'a Shared,
     pub client: &'a ClientInfo,
+    /// Who the request's writes are by: the connection, as the command path names it.
+    author: store::Author,
     pub c: &'a mut Counters,
     pub key_buf: &'a mut Vec<u8>,
 }
 
+/// One memcached request on the command path (`command::call`): its body runs the request
+/// with this front end's executor, which writes memcached replies.
+struct McCall<'q, 'r, 'm> {
+    request: &'q Request<'r>,
+    counters: &'m mut Counters,
+    key_buf: &'m mut Vec<u8>,
+    /// The request was `quit`: close the connection.
+    quit: bool,
+}
+
+impl command::Body for McCall<'_, '_, '_> {
+    #[inline]
+    fn args(&self) -> Option<command::Args<'_>> {
+        None
+    }
+
+    fn for_each_arg(&self, f: &mut dyn FnMut(&[u8])) {
+        verbs::for_each_arg(self.request, f)
+    }
+
+    #[inline]
+    fn run<'s>(
+        &mut self,
+        _command: &'static command::Command,
+        db: store::Db<'_, 's>,
+        shared: &'s Shared,
+        conn: &mut command::Conn,
+        out: &mut Vec<u8>,
+    ) {
+        // The handlers write through `shared.store` as the author the command path chose
+        // (memcached requests lock no keys together: `db` is the shared keyspace).
+        let mut ex = Exec {
+            shared,
+            client: &conn.client,
+            author: db.author(),
+            c: self.counters,
+            key_buf: self.key_buf,
+        };
+        self.quit = ex.run(self.request, out);
+    }
+
+    #[inline]
+    fn error_in(reply: &[u8]) -> Option<&[u8]> {
+        verbs::error_in(reply)
+    }
+
+    fn refuse(out: &mut Vec<u8>, msg: &[u8]) {
+        // Not reached today (a memcached connection is never unauthenticated, subscribed or
+        // in MULTI); were it, the refusal reads as memcached's own errors do.
+        out.extend_from_slice(b"SERVER_ERROR ");
+        out.extend_from_slice(msg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 impl McState {
-    /// Handles every complete request in `input`, appending the replies to `out`.
+    /// Handles every complete request in `input`, appending the replies to `out`: each runs
+    /// through `command::call` as the command-table entry its verb maps onto (`verbs`).
     /// Returns (bytes consumed, close the connection, requests run).
     pub fn process(
         &mut self,
         shared: &Shared,
-        client: &Arc<ClientInfo>,
+        conn: &mut command::Conn,
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> (usize, bool, u64) {
@@ -75,13 +133,6 @@ impl McState {
         let max_value = shared.settings.max_value_size.load(Relaxed);
         let mut commands = 0u64;
         let mut close = false;
-        let mut last = "";
-        let mut ex = Exec {
-            shared,
-            client,
-            c: &mut self.counters,
-            key_buf: &mut self.key_buf,
-        };
         let base = out.len();
         while pos < input.len() && out.len() - base < OUT_SOFT_LIMIT {
             let rest = &input[pos..];
@@ -90,19 +141,28 @@ impl McState {
                 Ok(Parsed::Complete(request, used)) => {
                     pos += used;
                     commands += 1;
-                    last = command_name(&request);
-                    // Counted in commandstats as its command-table entry, as RESP commands are.
                     let entry = verbs::entry(&request);
-                    let (started, before) = (std::time::Instant::now(), out.len());
-                    let quit = ex.run(request, out);
-                    verbs::count(entry, started, &out[before..]);
-                    if quit {
+                    let mut body = McCall {
+                        request: &request,
+                        counters: &mut self.counters,
+                        key_buf: &mut self.key_buf,
+                        quit: false,
+                    };
+                    command::call(shared, conn, out, entry, &mut body, Caller::Client);
+                    if body.quit {
                         close = true;
                         break;
                     }
                 }
                 Err(err) => {
                     if let Error::TooLarge { .. } = err {
+                        let mut ex = Exec {
+                            shared,
+                            client: &conn.client,
+                            author: conn.author(),
+                            c: &mut self.counters,
+                            key_buf: &mut self.key_buf,
+                        };
                         ex.c.store_too_large += 1;
                         ex.drop_refused_set(rest);
                     }
@@ -125,31 +185,27 @@ impl McState {
                 }
             }
         }
-        ex.c.flush_into(&shared.stats.memcache);
-        if commands > 0 {
-            // Once per batch: CLIENT LIST shows the last command run.
-            client.set_last_command(last);
-        }
+        self.counters.flush_into(&shared.stats.memcache);
         (pos, close, commands)
     }
 }
 
 impl Exec<'_> {
-    /// The author of this request's writes: this connection, named explicitly to the store so
-    /// that a tracking client on the same thread never mistakes the write for its own.
+    /// The author of this request's writes, named explicitly to the store so that a tracking
+    /// client on the same thread never mistakes the write for its own.
     fn author(&self) -> store::Author {
-        store::Author(self.client.id)
+        self.author
     }
 
     /// Runs one request; returns true when the connection must close (`quit`).
-    fn run(&mut self, request: Request<'_>, out: &mut Vec<u8>) -> bool {
-        match request {
-            Request::Get { keys, with_cas } => self.get(keys, with_cas, out),
+    fn run(&mut self, request: &Request<'_>, out: &mut Vec<u8>) -> bool {
+        match *request {
+            Request::Get { ref keys, with_cas } => self.get(keys.clone(), with_cas, out),
             Request::GetAndTouch {
                 exptime,
-                keys,
+                ref keys,
                 with_cas,
-            } => self.gat(exptime, keys, with_cas, out),
+            } => self.gat(exptime, keys.clone(), with_cas, out),
             Request::Store {
                 kind,
                 key,
@@ -181,10 +237,10 @@ impl Exec<'_> {
             Request::CacheMemlimit { megabytes, noreply } => {
                 stats::cache_memlimit(self, megabytes, noreply, out)
             }
-            Request::Stats { group, args } => {
+            Request::Stats { group, ref args } => {
                 // Publish this connection's tallies first so that it sees its own requests.
                 self.c.flush_into(&self.shared.stats.memcache);
-                stats::stats(self, group, args, out);
+                stats::stats(self, group, args.clone(), out);
             }
             Request::Quit => return true,
             Request::MetaGet { key, flags } => self.mg(key, flags, out),
@@ -231,44 +287,6 @@ impl Exec<'_> {
         if key.len() <= memcache::MAX_KEY_LEN {
             self.shared.store.write(self.author(), key, |e| e.remove());
         }
-    }
-}
-
-/// The request's command, for CLIENT LIST.
-fn command_name(request: &Request<'_>) -> &'static str {
-    match request {
-        Request::Get {
-            with_cas: false, ..
-        } => "get",
-        Request::Get { with_cas: true, .. } => "gets",
-        Request::GetAndTouch {
-            with_cas: false, ..
-        } => "gat",
-        Request::GetAndTouch { with_cas: true, .. } => "gats",
-        Request::Store { kind, .. } => match kind {
-            memcache::StoreKind::Set => "set",
-            memcache::StoreKind::Add => "add",
-            memcache::StoreKind::Replace => "replace",
-            memcache::StoreKind::Append => "append",
-            memcache::StoreKind::Prepend => "prepend",
-            memcache::StoreKind::Cas => "cas",
-        },
-        Request::Delete { .. } => "delete",
-        Request::Incr { .. } => "incr",
-        Request::Decr { .. } => "decr",
-        Request::Touch { .. } => "touch",
-        Request::FlushAll { .. } => "flush_all",
-        Request::Version => "version",
-        Request::Verbosity { .. } => "verbosity",
-        Request::CacheMemlimit { .. } => "cache_memlimit",
-        Request::Stats { .. } => "stats",
-        Request::Quit => "quit",
-        Request::MetaGet { .. } => "mg",
-        Request::MetaSet { .. } => "ms",
-        Request::MetaDelete { .. } => "md",
-        Request::MetaArithmetic { .. } => "ma",
-        Request::MetaNoop => "mn",
-        Request::MetaDebug { .. } => "me",
     }
 }
 

@@ -10,7 +10,8 @@ use crate::protocol::Protocol;
 
 struct Conn {
     shared: Arc<Shared>,
-    client: Arc<ClientInfo>,
+    /// The connection's command-path state, as the session holds it.
+    conn: crate::command::Conn,
     state: McState,
     /// Unconsumed input, as the network runtime keeps it.
     pending: Vec<u8>,
@@ -26,7 +27,10 @@ impl Conn {
     fn with(shared: Arc<Shared>) -> Conn {
         Conn {
             shared,
-            client: Arc::new(ClientInfo::detached(1, Protocol::Memcache)),
+            conn: crate::command::Conn::new(
+                Arc::new(ClientInfo::detached(1, Protocol::Memcache)),
+                true,
+            ),
             state: McState::default(),
             pending: Vec::new(),
             closed: false,
@@ -47,7 +51,7 @@ impl Conn {
             let mut batch = Vec::new();
             let (consumed, close, _) =
                 self.state
-                    .process(&self.shared, &self.client, &self.pending, &mut batch);
+                    .process(&self.shared, &mut self.conn, &self.pending, &mut batch);
             out.extend_from_slice(&batch);
             assert!(consumed <= self.pending.len());
             self.pending.drain(..consumed);
@@ -216,7 +220,7 @@ fn quit_stops_processing() {
     let mut c = Conn::new();
     let mut out = Vec::new();
     let input = b"version\r\nquit\r\nget a\r\n";
-    let (consumed, close, commands) = c.state.process(&c.shared, &c.client, input, &mut out);
+    let (consumed, close, commands) = c.state.process(&c.shared, &mut c.conn, input, &mut out);
     assert!(close);
     assert_eq!(consumed, b"version\r\nquit\r\n".len());
     assert_eq!(commands, 2);
@@ -824,7 +828,7 @@ fn output_is_bounded_per_call() {
     let mut out = Vec::new();
     let (consumed, close, _) = c
         .state
-        .process(&c.shared, &c.client, gets.as_bytes(), &mut out);
+        .process(&c.shared, &mut c.conn, gets.as_bytes(), &mut out);
     assert!(!close);
     assert!(consumed < gets.len(), "stops once enough output is pending");
     assert_eq!(consumed % "get big\r\n".len(), 0);
@@ -834,4 +838,26 @@ fn output_is_bounded_per_call() {
         all.len(),
         30 * (out.len() / (consumed / "get big\r\n".len()))
     );
+}
+
+/// memcached requests run through the command path (`command::call`): they become the
+/// connection's last command under their mapped entry's name, and its checks apply to them
+/// (a memcached connection is never unauthenticated today; here one is made so to show it).
+#[test]
+fn requests_go_through_the_command_path() {
+    let mut c = Conn::new();
+    c.send("get a b\r\n");
+    assert_eq!(c.conn.last_command, "mget");
+    c.send("gats 0 a\r\n");
+    assert_eq!(c.conn.last_command, "gat");
+    let config = Config::from_args(["cairn-server", "--requirepass", "pw"]).expect("config");
+    let mut locked = Conn::with(Shared::new(config));
+    locked.conn.authenticated = false;
+    assert_eq!(
+        locked.send("set k 0 0 1\r\nv\r\nmn\r\n"),
+        "SERVER_ERROR NOAUTH Authentication required.\r\n\
+         SERVER_ERROR NOAUTH Authentication required.\r\n"
+    );
+    locked.conn.authenticated = true;
+    assert_eq!(locked.send("get k\r\n"), "END\r\n");
 }

@@ -1,6 +1,8 @@
-//! memcached verbs on the command table: each request counts in INFO commandstats (and its
-//! error replies in errorstats) as the RESP command it maps onto, or, where RESP has no command
-//! that does the same, as the verb's own memcached-only entry (`command::table::MEMCACHED_ONLY`).
+//! memcached verbs on the command table: each request runs through the command path
+//! (`command::call`) as the RESP command it maps onto, or, where RESP has no command that does
+//! the same, as the verb's own memcached-only entry (`command::table::MEMCACHED_ONLY`): it
+//! counts in INFO commandstats (its error replies in errorstats), shows in CLIENT LIST `cmd=`
+//! and to the observers (MONITOR, slow log) under that entry's name.
 //!
 //! A verb maps onto a RESP command when that command expresses the verb's plain form: `get` and
 //! `gets` read any number of keys as MGET does, `set`/`add`/`replace` are SET / SET NX / SET XX,
@@ -85,29 +87,96 @@ pub(crate) fn entry(request: &Request<'_>) -> &'static Command {
     entries[index(request)]
 }
 
-/// Counts one request that ran and replied `reply`: an `ERROR`, `CLIENT_ERROR` or
-/// `SERVER_ERROR` reply makes it a failed call (and goes to errorstats); NOT_STORED, EXISTS,
-/// NOT_FOUND and the meta `NS`/`EX`/`NF`/`EN` are outcomes, not errors.
-pub(crate) fn count(command: &'static Command, started: std::time::Instant, reply: &[u8]) {
-    let nanos = started.elapsed().as_nanos() as u64;
-    let failed = record_refusal(reply);
-    stats::record(command, nanos, failed);
-}
-
-/// Counts `reply` in errorstats when it is an error (`ERROR`, `CLIENT_ERROR`, `SERVER_ERROR`);
-/// returns whether it was.
-pub(crate) fn record_refusal(reply: &[u8]) -> bool {
+/// The error a reply carries, for the command path's statistics: `ERROR`, `CLIENT_ERROR` and
+/// `SERVER_ERROR` make a failed call (and count in errorstats under that word); NOT_STORED,
+/// EXISTS, NOT_FOUND and the meta `NS`/`EX`/`NF`/`EN` are outcomes, not errors.
+pub(crate) fn error_in(reply: &[u8]) -> Option<&[u8]> {
     let failed = [&b"ERROR\r"[..], b"CLIENT_ERROR ", b"SERVER_ERROR "]
         .iter()
         .any(|p| reply.starts_with(p));
-    if failed {
-        let end = reply
-            .iter()
-            .position(|&b| b == b'\r')
-            .unwrap_or(reply.len());
-        stats::record_error(&reply[..end]);
+    if !failed {
+        return None;
     }
-    failed
+    let end = reply
+        .iter()
+        .position(|&b| b == b'\r')
+        .unwrap_or(reply.len());
+    Some(&reply[..end])
+}
+
+/// Counts `reply` of a request refused unparsed in errorstats when it is an error.
+pub(crate) fn record_refusal(reply: &[u8]) {
+    if let Some(msg) = error_in(reply) {
+        stats::record_error(msg);
+    }
+}
+
+/// The request's arguments as the command it maps onto shows them (MONITOR, the slow log):
+/// the entry's name, then the key(s) and the value or numbers the verb carries, in the order
+/// the RESP command takes them (`set k 0 0 1` + `v` is `set k v`, `add` adds `NX`).
+pub(crate) fn for_each_arg(request: &Request<'_>, f: &mut dyn FnMut(&[u8])) {
+    let num = |n: i64, f: &mut dyn FnMut(&[u8])| {
+        let mut buf = [0u8; 24];
+        let mut w = &mut buf[..];
+        let _ = std::io::Write::write_fmt(&mut w, format_args!("{n}"));
+        let len = 24 - w.len();
+        f(&buf[..len])
+    };
+    f(entry(request).name.as_bytes());
+    match request {
+        Request::Get { keys, .. } => keys.clone().for_each(&mut *f),
+        Request::GetAndTouch { exptime, keys, .. } => {
+            num(*exptime, f);
+            keys.clone().for_each(&mut *f);
+        }
+        Request::Store {
+            kind, key, data, ..
+        } => {
+            f(key);
+            f(data);
+            match kind {
+                StoreKind::Add => f(b"NX"),
+                StoreKind::Replace => f(b"XX"),
+                _ => {}
+            }
+        }
+        Request::Delete { key, .. } => f(key),
+        Request::Incr { key, delta, .. } | Request::Decr { key, delta, .. } => {
+            f(key);
+            num(*delta as i64, f);
+        }
+        Request::Touch { key, exptime, .. } => {
+            f(key);
+            num(*exptime, f);
+        }
+        Request::FlushAll { delay, .. } if *delay > 0 => num(*delay, f),
+        Request::Verbosity { level, .. } => num(i64::from(*level), f),
+        Request::CacheMemlimit { megabytes, .. } => num(i64::from(*megabytes), f),
+        Request::Stats { group, args } => {
+            group.iter().for_each(|g| f(g));
+            args.clone().for_each(&mut *f);
+        }
+        Request::MetaGet { key, flags }
+        | Request::MetaDelete { key, flags }
+        | Request::MetaArithmetic { key, flags }
+        | Request::MetaDebug { key, flags } => {
+            f(key);
+            split(flags.as_bytes(), f);
+        }
+        Request::MetaSet { key, data, flags } => {
+            f(key);
+            f(data);
+            split(flags.as_bytes(), f);
+        }
+        Request::FlushAll { .. } | Request::Version | Request::Quit | Request::MetaNoop => {}
+    }
+}
+
+/// The space-separated words of `line`.
+fn split(line: &[u8], f: &mut dyn FnMut(&[u8])) {
+    line.split(|&b| b == b' ')
+        .filter(|w| !w.is_empty())
+        .for_each(f)
 }
 
 #[cfg(test)]
@@ -123,5 +192,30 @@ mod tests {
         }
         assert_eq!(entry(&Request::MetaNoop).name, "mn");
         assert_eq!(entry(&Request::Quit).name, "quit");
+    }
+
+    /// What MONITOR and the slow log show of a memcached request: its mapped command.
+    fn shown(line: &[u8]) -> Vec<String> {
+        let Ok(memcache::Parsed::Complete(request, _)) = memcache::parse(line, 1 << 20) else {
+            panic!("request parses");
+        };
+        let mut args = Vec::new();
+        for_each_arg(&request, &mut |a| {
+            args.push(String::from_utf8_lossy(a).into_owned())
+        });
+        args
+    }
+
+    #[test]
+    fn requests_show_as_their_mapped_command() {
+        assert_eq!(shown(b"get a b\r\n"), ["mget", "a", "b"]);
+        assert_eq!(shown(b"add k 5 0 2\r\nhi\r\n"), ["set", "k", "hi", "NX"]);
+        assert_eq!(shown(b"incr n 42\r\n"), ["incrby", "n", "42"]);
+        assert_eq!(shown(b"touch k -1\r\n"), ["expire", "k", "-1"]);
+        assert_eq!(
+            shown(b"ms k 2 T10 F3\r\nhi\r\n"),
+            ["ms", "k", "hi", "T10", "F3"]
+        );
+        assert_eq!(shown(b"flush_all\r\n"), ["flushall"]);
     }
 }

@@ -1,0 +1,408 @@
+//! The command path: the one function, `call`, that every command runs through, whatever
+//! protocol framed it (RESP, memcached) and whoever runs it (a client, EXEC, later a Lua script
+//! or a replication stream). The checks, the key locking, the tracking of reads and the
+//! statistics live here once; only the request's body and the form of its replies differ by
+//! protocol (`Body`).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use resp::reply;
+use store::{Db, Locked};
+
+use super::{flags, lookup, stats, unknown_command_error, Args, Command, Conn, Ctx, OwnedArgs};
+use crate::clients::client_flags::BLOCKED;
+use crate::shared::Shared;
+
+/// A request as the command path runs it: the part that differs by protocol.
+///
+/// A RESP request is [`Resp`] (its arguments, run by the table entry's handler); a memcached
+/// request is the memcached front end's body, whose handler writes memcached replies.
+pub trait Body {
+    /// The request's arguments in RESP form (name first) when it has them: arity, MULTI
+    /// queueing, key locking and the tracking of reads go by them. None for a memcached request:
+    /// it is never queued, tracks nothing, and its multi-key `get` is not atomic (as in
+    /// memcached).
+    fn args(&self) -> Option<Args<'_>>;
+
+    /// Calls `f` with each argument of the request as the command it maps onto (name first),
+    /// for the slow log and MONITOR. Only called when one of them needs it.
+    fn for_each_arg(&self, f: &mut dyn FnMut(&[u8]));
+
+    /// Runs the handler against `db` (whose writes carry the caller's author), appending the
+    /// reply to `out`.
+    fn run<'s>(
+        &mut self,
+        command: &'static Command,
+        db: Db<'_, 's>,
+        shared: &'s Shared,
+        conn: &mut Conn,
+        out: &mut Vec<u8>,
+    );
+
+    /// The error message `reply` carries (errorstats counts it by its first word), None when
+    /// the reply is not an error.
+    fn error_in(reply: &[u8]) -> Option<&[u8]>;
+
+    /// Writes the refusal `msg` (Redis's text, e.g. `NOAUTH Authentication required.`) in the
+    /// request's protocol.
+    fn refuse(out: &mut Vec<u8>, msg: &[u8]);
+}
+
+/// A RESP request: its arguments, run by the table entry's handler.
+#[derive(Clone, Copy)]
+pub struct Resp<'a>(pub Args<'a>);
+
+impl Body for Resp<'_> {
+    #[inline]
+    fn args(&self) -> Option<Args<'_>> {
+        Some(self.0)
+    }
+
+    fn for_each_arg(&self, f: &mut dyn FnMut(&[u8])) {
+        (0..self.0.len()).for_each(|i| f(self.0.get(i)));
+    }
+
+    #[inline]
+    fn run<'s>(
+        &mut self,
+        command: &'static Command,
+        db: Db<'_, 's>,
+        shared: &'s Shared,
+        conn: &mut Conn,
+        out: &mut Vec<u8>,
+    ) {
+        let mut ctx = Ctx {
+            args: self.0,
+            db,
+            out,
+            shared,
+            conn,
+        };
+        (command.handler)(&mut ctx);
+    }
+
+    #[inline]
+    fn error_in(reply: &[u8]) -> Option<&[u8]> {
+        let body = reply.strip_prefix(b"-")?;
+        let end = body.iter().position(|&b| b == b'\r').unwrap_or(body.len());
+        Some(&body[..end])
+    }
+
+    fn refuse(out: &mut Vec<u8>, msg: &[u8]) {
+        reply::error(out, msg)
+    }
+}
+
+/// Who runs a command: which checks apply and which keyspace view it runs against.
+pub enum Caller<'l, 's> {
+    /// A client's own request: checked in full (arity, auth, subscribed mode, MULTI), queued
+    /// when the client is in MULTI, its keys locked together when it has several.
+    Client,
+    /// A command EXEC runs from its queue, against the keyspace EXEC holds locked. It was
+    /// checked when it was queued; it is not queued again and does not become the client's
+    /// last command (CLIENT LIST shows `exec`, as Redis does).
+    Exec(&'l mut Locked<'s>),
+}
+
+/// Runs one RESP request of a client: looks its command up, then `call`s it. An unknown
+/// command has no entry to count under; its error still goes to errorstats.
+pub fn dispatch(shared: &Shared, conn: &mut Conn, args: Args<'_>, out: &mut Vec<u8>) {
+    match lookup(args.get(0)) {
+        Some(command) => call(shared, conn, out, command, &mut Resp(args), Caller::Client),
+        None => refuse::<Resp>(conn, out, &unknown_command_error(&args)),
+    }
+}
+
+/// The command path. In order:
+/// 1. for a client's request: arity (RESP), auth (NOAUTH), RESP2 subscribed mode, the
+///    client's last command (CLIENT LIST `cmd=`), MULTI (queue it, or refuse a DEFERRED
+///    command); a refused command counts as `rejected_calls` and dooms an open transaction;
+/// 2. key locking: a client's command with several keys locks their shards together (atomic
+///    like in Redis: MSET, DEL k1 k2, MGET); EXEC's commands run on the keyspace it holds;
+/// 3. the tracking of reads (CLIENT TRACKING), then the handler, whose writes carry the
+///    client as their author (`store::Author`, through `Db`);
+/// 4. statistics: commandstats `calls`/`usec`/`failed_calls` (an OOM refusal is
+///    `rejected_calls`), errorstats;
+/// 5. `observe`: the slow log, MONITOR feed and latency.
+///
+/// Every path uses it: `dispatch` for RESP, the memcached front end with its own `Body` (each
+/// verb maps onto its table entry, `memcached::verbs`), EXEC with `Caller::Exec`. A Lua script
+/// would call it with a caller of its own (the script's locked keyspace, its checks: no
+/// DEFERRED, no NOSCRIPT commands) and a body that collects the reply for the script; a
+/// replication stream with a caller that skips the client checks and names the primary as
+/// the author.
+#[inline(always)]
+pub fn call<'s, B: Body>(
+    shared: &'s Shared,
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    command: &'static Command,
+    body: &mut B,
+    caller: Caller<'_, 's>,
+) {
+    if let Caller::Exec(locked) = caller {
+        return run(shared, conn, out, command, body, Db::Locked(locked));
+    }
+    if let Some(msg) = check(shared, conn, command, body) {
+        stats::record_rejected(command);
+        return refuse::<B>(conn, out, msg.as_bytes());
+    }
+    conn.last_command = command.name;
+    if let Some(queue) = conn.multi.as_mut() {
+        if command.has(flags::DEFERRED) {
+            let msg = format!("ERR '{}' cannot run inside MULTI", command.name);
+            stats::record_rejected(command);
+            return refuse::<B>(conn, out, msg.as_bytes());
+        }
+        if let (false, Some(args)) = (command.has(flags::NOQUEUE), body.args()) {
+            let queued = OwnedArgs::copy(&args);
+            let mem = &conn.client.state.multi_mem;
+            mem.fetch_add(queued.buf.len() as u64, Relaxed);
+            queue.push(queued);
+            return reply::simple(out, b"QUEUED");
+        }
+    }
+    let deferred = command.has(flags::DEFERRED);
+    if deferred {
+        // Marked blocked (CLIENT LIST `b`, INFO blocked_clients) before the work is handed
+        // out, so the reply's arrival (`ClientInfo::post`) always clears it after.
+        conn.client.state.flags.fetch_or(BLOCKED, Relaxed);
+    }
+    let store = &*shared.store;
+    let author = conn.author();
+    match body.args().filter(|_| !command.has(flags::NOQUEUE)) {
+        Some(args) if command.key_positions(args.len()).nth(1).is_some() => {
+            let keys = command.key_positions(args.len()).map(|i| args.get(i));
+            let mut locked = store.lock_keys(author, keys);
+            run(shared, conn, out, command, body, Db::Locked(&mut locked));
+        }
+        _ => run(shared, conn, out, command, body, Db::Shared(store, author)),
+    }
+    if deferred && !conn.waiting {
+        conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
+    }
+    // CLIENT CACHING applies to the next command, or to the whole transaction that command
+    // opens: Redis keeps the flag while the client is in MULTI and clears it after EXEC.
+    if let Some(state) = conn.tracking.as_mut() {
+        if conn.multi.is_none() && command.name != "client" {
+            state.caching = None;
+        }
+    }
+}
+
+/// Why a client's command may not run here and now (Redis's message), if it may not.
+fn check<B: Body>(
+    shared: &Shared,
+    conn: &Conn,
+    command: &'static Command,
+    body: &B,
+) -> Option<String> {
+    if let Some(args) = body.args() {
+        if !command.arity_ok(args.len()) {
+            let name = command.name;
+            return Some(format!(
+                "ERR wrong number of arguments for '{name}' command"
+            ));
+        }
+    }
+    if !command.has(flags::NOAUTH) && conn.auth_pending(&shared.settings) {
+        return Some("NOAUTH Authentication required.".into());
+    }
+    if conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
+        return Some(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            command.name
+        ));
+    }
+    None
+}
+
+/// Replies with an error for a command that could not run; inside MULTI this also dooms
+/// the transaction, as in Redis.
+fn refuse<B: Body>(conn: &mut Conn, out: &mut Vec<u8>, msg: &[u8]) {
+    stats::record_error(msg);
+    if conn.multi.is_some() {
+        conn.multi_dirty = true;
+    }
+    B::refuse(out, msg)
+}
+
+/// Steps 3 to 5 of `call`, shared by every caller once the keyspace view is chosen.
+#[inline(always)]
+fn run<'s, B: Body>(
+    shared: &'s Shared,
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    command: &'static Command,
+    body: &mut B,
+    db: Db<'_, 's>,
+) {
+    let started = Instant::now();
+    // Remembered before the read runs: a write racing the read then still invalidates (at worst
+    // spuriously), where remembering after could miss it and leave the client stale.
+    if conn.tracking.is_some() {
+        if let Some(args) = body.args() {
+            remember_reads(command, args, shared, conn);
+        }
+    }
+    let before = out.len();
+    body.run(command, db, shared, conn, out);
+    let nanos = started.elapsed().as_nanos() as u64;
+    count(command, nanos, B::error_in(&out[before..]));
+    observe(shared, conn, command, body, started, nanos);
+}
+
+/// Counts a command that ran (INFO commandstats / errorstats) from the error its reply
+/// carries, if any. An OOM refusal counts as rejected, as Redis refuses such commands before
+/// running them.
+fn count(command: &'static Command, nanos: u64, error: Option<&[u8]>) {
+    match error {
+        None => stats::record(command, nanos, false),
+        Some(msg) => {
+            stats::record_error(msg);
+            if msg.split(|&b| b == b' ').next() == Some(b"OOM") {
+                stats::record_rejected(command);
+            } else {
+                stats::record(command, nanos, true);
+            }
+        }
+    }
+}
+
+/// HOOK (helper "observe"): the slow log, the MONITOR feed and the latency monitor see every
+/// command here, after it ran, whatever its protocol or caller: `body.for_each_arg` gives its
+/// arguments as the command it maps onto (only call it when a consumer wants them), `nanos`
+/// its duration, `conn.client` who sent it.
+#[inline]
+fn observe<B: Body>(
+    shared: &Shared,
+    conn: &Conn,
+    command: &'static Command,
+    body: &B,
+    started: Instant,
+    nanos: u64,
+) {
+    let _ = (shared, conn, command, body, started, nanos);
+}
+
+/// Client tracking: a tracked client's reads are remembered so that a change of the key sends
+/// it an invalidation.
+fn remember_reads(command: &Command, args: Args<'_>, shared: &Shared, conn: &Conn) {
+    let Some(state) = conn.tracking.as_ref() else {
+        return;
+    };
+    if command.has(flags::READONLY) && state.tracks_reads() {
+        for i in command.key_positions(args.len()) {
+            shared.tracking.remember(args.get(i), &state.tracker);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clients::ClientInfo;
+    use crate::config::Config;
+    use crate::protocol::Protocol;
+
+    fn server(flags: &[&str]) -> Arc<Shared> {
+        let args = ["cairn-server"].iter().chain(flags).copied();
+        Shared::new(Config::from_args(args).expect("config"))
+    }
+
+    fn client(shared: &Shared) -> Conn {
+        let info = Arc::new(ClientInfo::detached(1, Protocol::Resp));
+        Conn::new(info, !shared.settings.auth_required())
+    }
+
+    /// Runs one RESP request as a client's and returns the reply.
+    fn send(shared: &Shared, conn: &mut Conn, parts: &[&str]) -> String {
+        let (mut buf, mut ranges) = (Vec::new(), Vec::new());
+        for part in parts {
+            let start = buf.len();
+            buf.extend_from_slice(part.as_bytes());
+            ranges.push(start..buf.len());
+        }
+        let mut out = Vec::new();
+        dispatch(shared, conn, Args::new(&buf, &ranges), &mut out);
+        String::from_utf8(out).expect("utf-8 reply")
+    }
+
+    #[test]
+    fn a_refusal_in_multi_queues_nothing_and_dooms_exec() {
+        let shared = server(&[]);
+        let mut c = client(&shared);
+        assert_eq!(send(&shared, &mut c, &["MULTI"]), "+OK\r\n");
+        assert_eq!(send(&shared, &mut c, &["SET", "k", "v"]), "+QUEUED\r\n");
+        let refused = send(&shared, &mut c, &["GET"]);
+        assert!(
+            refused.starts_with("-ERR wrong number of arguments"),
+            "{refused}"
+        );
+        assert_eq!(c.multi.as_ref().map(Vec::len), Some(1));
+        let unknown = send(&shared, &mut c, &["NOPE"]);
+        assert!(
+            unknown.starts_with("-ERR unknown command 'NOPE'"),
+            "{unknown}"
+        );
+        assert!(send(&shared, &mut c, &["EXEC"]).starts_with("-EXECABORT"));
+        assert!(c.multi.is_none());
+        assert_eq!(send(&shared, &mut c, &["GET", "k"]), "$-1\r\n");
+    }
+
+    #[test]
+    fn checks_run_in_order_before_anything_else() {
+        let shared = server(&["--requirepass", "pw"]);
+        let mut c = client(&shared);
+        // arity first, then auth
+        assert!(send(&shared, &mut c, &["GET"]).starts_with("-ERR wrong number"));
+        assert!(send(&shared, &mut c, &["GET", "k"]).starts_with("-NOAUTH"));
+        assert_eq!(
+            c.last_command, "",
+            "a refused command is not the last command"
+        );
+        assert_eq!(send(&shared, &mut c, &["AUTH", "pw"]), "+OK\r\n");
+        assert_eq!(
+            send(&shared, &mut c, &["SUBSCRIBE", "ch"])
+                .matches("subscribe")
+                .count(),
+            1
+        );
+        let refused = send(&shared, &mut c, &["GET", "k"]);
+        assert!(refused.starts_with("-ERR Can't execute 'get'"), "{refused}");
+        assert!(send(&shared, &mut c, &["PING"]).starts_with("*2\r\n$4\r\npong"));
+        assert_eq!(c.last_command, "ping");
+    }
+
+    #[test]
+    fn the_last_command_is_published_once_per_batch() {
+        let shared = server(&[]);
+        let mut c = client(&shared);
+        send(&shared, &mut c, &["SET", "k", "v"]);
+        send(&shared, &mut c, &["GET", "k"]);
+        assert_eq!(c.client.last_command(), "", "not published per command");
+        c.publish_state();
+        assert_eq!(c.client.last_command(), "get");
+        send(&shared, &mut c, &["MULTI"]);
+        send(&shared, &mut c, &["INCR", "n"]);
+        send(&shared, &mut c, &["EXEC"]);
+        c.publish_state();
+        assert_eq!(c.client.last_command(), "exec");
+    }
+
+    #[test]
+    fn error_replies_are_read_in_each_protocol() {
+        assert_eq!(
+            Resp::error_in(b"-OOM command not allowed\r\n"),
+            Some(&b"OOM command not allowed"[..])
+        );
+        assert_eq!(Resp::error_in(b"+OK\r\n"), None);
+        assert_eq!(Resp::error_in(b"$4\r\n-ERR\r\n"), None);
+        let mut out = Vec::new();
+        Resp::refuse(&mut out, b"NOAUTH Authentication required.");
+        assert_eq!(out, b"-NOAUTH Authentication required.\r\n");
+    }
+}
