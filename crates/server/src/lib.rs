@@ -10,3 +10,7 @@ pub mod pubsub;
 pub mod session;
 pub mod shared;
 pub mod tracking;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod resp_cases;

@@ -1,0 +1,10 @@
+//! Table-style tests of RESP commands through the in-process harness (`crate::testkit`):
+//! option parsing, error messages and reply shapes, in RESP2 and RESP3. For Redis commands the
+//! expected replies are what redis-server 7 answers to the same rows (checked against it); the
+//! cairn-only commands (TAG.*, SQL.*) state cairn's own contract.
+
+mod hashes;
+mod keys;
+mod server;
+mod strings;
+mod tags;
