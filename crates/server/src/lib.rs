@@ -7,10 +7,10 @@ pub mod memcached;
 pub mod metrics;
 pub mod net;
 pub mod pubsub;
-pub mod session;
-pub mod shared;
-pub mod tracking;
-#[cfg(test)]
-mod testkit;
 #[cfg(test)]
 mod resp_cases;
+pub mod session;
+pub mod shared;
+#[cfg(test)]
+mod testkit;
+pub mod tracking;

@@ -391,6 +391,9 @@ mod tests {
     fn requests_split_across_reads_are_answered_once_complete() {
         let mut c = Client::new();
         assert_eq!(c.feed(b"*2\r\n$4\r\nECHO\r\n$2\r\nh"), b"");
-        assert_eq!(c.feed(b"i\r\n*1\r\n$4\r\nPING\r\n"), b"$2\r\nhi\r\n+PONG\r\n");
+        assert_eq!(
+            c.feed(b"i\r\n*1\r\n$4\r\nPING\r\n"),
+            b"$2\r\nhi\r\n+PONG\r\n"
+        );
     }
 }
