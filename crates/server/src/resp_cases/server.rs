@@ -1,5 +1,6 @@
 //! Connection and server commands: unknown commands, wrong arity, PING/ECHO/SELECT, HELLO and
-//! AUTH errors, CLIENT / CONFIG / PUBSUB subcommand errors, MULTI misuse.
+//! AUTH errors, CLIENT / CONFIG / PUBSUB subcommand errors, MULTI misuse and EXEC's replies,
+//! subscribed mode.
 
 use crate::testkit::*;
 
@@ -17,7 +18,7 @@ fn unknown_commands_and_arity() {
         ("ECHO a b", "-ERR wrong number of arguments for 'echo' command"),
         ("SELECT", "-ERR wrong number of arguments for 'select' command"),
         ("SELECT 0", "+OK"),
-        // cairn has one database (Redis has 16 by default).
+        // cairn has one database (as redis-server --databases 1; its default is 16).
         ("SELECT 1", "-ERR DB index is out of range"),
         ("SELECT abc", "-ERR value is not an integer or out of range"),
         ("TIME x", "-ERR wrong number of arguments for 'time' command"),
@@ -149,4 +150,62 @@ fn connections_share_the_server() {
     a.check(&[(kill.as_str(), ":1")]);
     // The runtime closes a killed connection; here it is only marked.
     assert!(b.info.killed());
+}
+
+#[test]
+fn transaction_replies() {
+    check_both(&[
+        ("MULTI", "+OK"),
+        ("SET a 1", "+QUEUED"),
+        ("INCR a", "+QUEUED"),
+        ("GET a", "+QUEUED"),
+        ("HSET a f v", "+QUEUED"),
+        ("EXEC", r#"[+OK, :2, "2", -WRONGTYPE Operation against a key holding the wrong kind of value]"#),
+        ("MULTI", "+OK"),
+        ("SET b 1", "+QUEUED"),
+        ("NOSUCH x", "-ERR unknown command 'NOSUCH', with args beginning with: 'x' "),
+        ("EXEC", "-EXECABORT Transaction discarded because of previous errors."),
+        ("EXISTS b", ":0"),
+        ("MULTI", "+OK"),
+        ("GET a a", "-ERR wrong number of arguments for 'get' command"),
+        ("EXEC", "-EXECABORT Transaction discarded because of previous errors."),
+        ("MULTI", "+OK"),
+        ("SET c 1", "+QUEUED"),
+        ("DISCARD", "+OK"),
+        ("EXISTS c", ":0"),
+        ("MULTI", "+OK"),
+        ("EXEC", "[]"),
+        ("UNWATCH", "+OK"),
+        ("WATCH a b", "+OK"),
+        ("UNWATCH", "+OK"),
+    ]);
+}
+
+/// Subscription confirmations are one reply per channel (pushes in RESP3); in RESP2 only some
+/// commands are allowed while subscribed, and PING answers in the subscribed form.
+#[test]
+fn subscribe_shapes() {
+    check_versions(&[
+        ("SUBSCRIBE ch1 ch2", r#"["subscribe", "ch1", :1] | ["subscribe", "ch2", :2]"#, r#">["subscribe", "ch1", :1] | >["subscribe", "ch2", :2]"#),
+        ("PSUBSCRIBE p*", r#"["psubscribe", "p*", :3]"#, r#">["psubscribe", "p*", :3]"#),
+        ("PING", r#"["pong", ""]"#, "+PONG"),
+        ("PING hi", r#"["pong", "hi"]"#, r#""hi""#),
+        ("GET a", "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", "_"),
+        ("UNSUBSCRIBE ch1", r#"["unsubscribe", "ch1", :2]"#, r#">["unsubscribe", "ch1", :2]"#),
+        ("PUNSUBSCRIBE", r#"["punsubscribe", "p*", :1]"#, r#">["punsubscribe", "p*", :1]"#),
+        ("UNSUBSCRIBE", r#"["unsubscribe", "ch2", :0]"#, r#">["unsubscribe", "ch2", :0]"#),
+        ("PING", "+PONG", "="),
+    ]);
+}
+
+#[test]
+fn hash_shapes_in_transactions() {
+    check_versions(&[
+        ("HSET h f v", ":1", "="),
+        ("MULTI", "+OK", "="),
+        ("HGETALL h", "+QUEUED", "="),
+        ("HMGET h f nope", "+QUEUED", "="),
+        ("HGET h nope", "+QUEUED", "="),
+        ("EXEC", r#"[["f", "v"], ["v", $-1], $-1]"#, r#"[{"f": "v"}, ["v", _], _]"#),
+    ]);
 }
