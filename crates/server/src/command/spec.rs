@@ -162,7 +162,8 @@ pub fn find_keys(spec: &Spec, args: &[&[u8]]) -> Option<Vec<KeyRef>> {
                     return None;
                 }
                 let first = first + firstkey as i64;
-                (first, first + numkeys * keystep as i64 - 1, keystep as i64)
+                let span = numkeys.saturating_mul(keystep as i64);
+                (first, first.saturating_add(span) - 1, keystep as i64)
             }
         };
         // As Redis: first or last out of bounds is a syntax error.
@@ -340,6 +341,10 @@ mod tests {
         assert_eq!(positions(&spec, "zunionstore d 3 a b"), None);
         assert_eq!(positions(&spec, "zunionstore d x a b"), None);
         assert_eq!(positions(&spec, "zunionstore d -1 a b"), None);
+        assert_eq!(
+            positions(&spec, "zunionstore d 9223372036854775807 a b"),
+            None
+        );
     }
 
     /// Keys after a keyword, searched from the end, as MIGRATE's KEYS or XREAD's STREAMS.
