@@ -14,6 +14,8 @@ mod keys;
 #[rustfmt::skip]
 mod server;
 #[rustfmt::skip]
+mod sql;
+#[rustfmt::skip]
 mod strings;
 #[rustfmt::skip]
 mod tags;
