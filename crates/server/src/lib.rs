@@ -8,7 +8,11 @@ pub mod memcached;
 pub mod net;
 pub mod protocol;
 pub mod pubsub;
+#[cfg(test)]
+mod resp_cases;
 pub mod session;
 pub mod shared;
 pub mod stats;
+#[cfg(test)]
+mod testkit;
 pub mod tracking;

@@ -115,7 +115,8 @@ pub fn pttl(ctx: &mut Ctx<'_, '_>) {
     ttl_generic(ctx, |d| d.saturating_sub(now_ms()) as i64)
 }
 pub fn expiretime(ctx: &mut Ctx<'_, '_>) {
-    ttl_generic(ctx, |d| (d / 1000) as i64)
+    // Rounded to the nearest second, as Redis's TTL and EXPIRETIME both do.
+    ttl_generic(ctx, |d| (d as i64 + 500) / 1000)
 }
 pub fn pexpiretime(ctx: &mut Ctx<'_, '_>) {
     ttl_generic(ctx, |d| d as i64)

@@ -91,9 +91,13 @@ pub fn pubsub(ctx: &mut Ctx<'_, '_>) {
             }
         }
         "numpat" if ctx.argc() == 2 => ctx.int(ctx.shared.pubsub.numpat() as i64),
+        "channels" | "numpat" => {
+            let sub = super::lower(ctx.arg(1));
+            ctx.err(format!("ERR wrong number of arguments for 'pubsub|{sub}' command").as_bytes())
+        }
         _ => {
             let sub = String::from_utf8_lossy(ctx.arg(1)).into_owned();
-            ctx.err(format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try PUBSUB HELP.").as_bytes())
+            ctx.err(format!("ERR unknown subcommand '{sub}'. Try PUBSUB HELP.").as_bytes())
         }
     }
 }

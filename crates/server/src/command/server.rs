@@ -1,11 +1,11 @@
 //! Connection and server commands: PING, ECHO, HELLO, AUTH, QUIT, SELECT, CONFIG, CLIENT,
-//! COMMAND, TIME (INFO and ROLE are in `info`).
+//! TIME (INFO and ROLE are in `info`, COMMAND in `introspect`).
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use resp::reply::Version;
 
-use super::{flags, parse_i64, Ctx, COMMANDS, NOT_INTEGER, SYNTAX};
+use super::{parse_i64, Ctx, NOT_INTEGER, SYNTAX};
 
 /// The Redis version cairn reports, so that clients enable the features it implements.
 pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
@@ -276,92 +276,5 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
             wrong_args_sub(ctx, "client")
         }
         _ => unknown_subcommand(ctx, "CLIENT"),
-    }
-}
-
-fn command_info(ctx: &mut Ctx<'_, '_>, c: &super::Command) {
-    let names: &[(u16, &[u8])] = &[
-        (flags::WRITE, b"write"),
-        (flags::READONLY, b"readonly"),
-        (flags::FAST, b"fast"),
-        (flags::ADMIN, b"admin"),
-        (flags::NOAUTH, b"no_auth"),
-        (flags::NOMULTI, b"no_multi"),
-    ];
-    ctx.array(10);
-    ctx.bulk(c.name.as_bytes());
-    ctx.int(c.arity as i64);
-    let set: Vec<&[u8]> = names
-        .iter()
-        .filter(|(f, _)| c.has(*f))
-        .map(|(_, n)| *n)
-        .collect();
-    ctx.set(set.len());
-    for n in set {
-        ctx.simple(n);
-    }
-    ctx.int(c.first_key as i64);
-    ctx.int(c.last_key as i64);
-    ctx.int(c.step as i64);
-    ctx.set(0);
-    ctx.array(0);
-    ctx.array(0);
-    ctx.array(0);
-}
-
-pub fn command(ctx: &mut Ctx<'_, '_>) {
-    let sub = if ctx.argc() > 1 {
-        super::lower(ctx.arg(1))
-    } else {
-        String::new()
-    };
-    match sub.as_str() {
-        "" => {
-            ctx.array(COMMANDS.len());
-            for c in COMMANDS {
-                command_info(ctx, c);
-            }
-        }
-        "count" => ctx.int(COMMANDS.len() as i64),
-        "list" => {
-            ctx.array(COMMANDS.len());
-            for c in COMMANDS {
-                ctx.bulk(c.name.as_bytes());
-            }
-        }
-        "info" => {
-            let all = ctx.argc() == 2;
-            let wanted: Vec<Option<&'static super::Command>> = if all {
-                COMMANDS.iter().map(Some).collect()
-            } else {
-                ctx.args.tail(2).map(super::lookup).collect()
-            };
-            ctx.array(wanted.len());
-            for c in wanted {
-                match c {
-                    Some(c) => command_info(ctx, c),
-                    None => ctx.nil_array(),
-                }
-            }
-        }
-        "docs" => {
-            let wanted: Vec<&'static super::Command> = if ctx.argc() == 2 {
-                COMMANDS.iter().collect()
-            } else {
-                ctx.args.tail(2).filter_map(super::lookup).collect()
-            };
-            ctx.map(wanted.len());
-            for c in wanted {
-                ctx.bulk(c.name.as_bytes());
-                ctx.map(3);
-                ctx.bulk(b"summary");
-                ctx.bulk(c.summary.as_bytes());
-                ctx.bulk(b"since");
-                ctx.bulk(b"1.0.0");
-                ctx.bulk(b"group");
-                ctx.bulk(b"generic");
-            }
-        }
-        _ => unknown_subcommand(ctx, "COMMAND"),
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::flags::*;
-use super::{hashes, info, keys, pubsub, server, sql, strings, tags, txn, Handler};
+use super::{hashes, info, introspect, keys, pubsub, server, sql, strings, tags, txn, Handler};
 
 pub struct Command {
     pub name: &'static str,
@@ -93,7 +93,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("role", 1, FAST, NONE, info::role, "Returns the replication role."),
     cmd("config", -2, ADMIN, NONE, server::config, "CONFIG GET / SET / RESETSTAT / REWRITE."),
     cmd("client", -2, 0, NONE, server::client, "CLIENT ID / SETNAME / GETNAME / LIST / INFO / KILL / SETINFO."),
-    cmd("command", -1, 0, NONE, server::command, "Returns details about commands."),
+    cmd("command", -1, 0, NONE, introspect::command, "Returns details about commands."),
     cmd("time", 1, FAST, NONE, server::time, "Returns the server time."),
     cmd("dbsize", 1, RF | KEYSPACE, NONE, keys::dbsize, "Returns the number of keys."),
     cmd("flushall", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys."),

@@ -193,13 +193,22 @@ fn tracking_on(ctx: &mut Ctx<'_, '_>, o: Options) {
 }
 
 pub fn caching(ctx: &mut Ctx<'_, '_>) {
+    // As Redis: the tracking mode is checked before the argument is.
+    if !ctx
+        .conn
+        .tracking
+        .as_ref()
+        .is_some_and(|s| s.optin || s.optout)
+    {
+        return ctx.err(b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+    }
     let yes = match super::lower(ctx.arg(2)).as_str() {
         "yes" => true,
         "no" => false,
         _ => return ctx.err(b"ERR syntax error"),
     };
-    let Some(state) = ctx.conn.tracking.as_mut().filter(|s| s.optin || s.optout) else {
-        return ctx.err(b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+    let Some(state) = ctx.conn.tracking.as_mut() else {
+        return;
     };
     if yes && !state.optin {
         return ctx

@@ -1,0 +1,42 @@
+//! SQL tables (cairn-only): statements with `?` parameters, reply shapes of SQL.QUERY and
+//! SQL.DESCRIBE in RESP2 and RESP3, SQL.EXPIRE rules, errors, and SQL refused inside MULTI. The
+//! replies come from the engine's threads through the client's mailbox, as over a socket.
+
+use crate::testkit::*;
+
+#[test]
+fn sql_statements_and_replies() {
+    check2(&[
+        (r#"SQL.EXEC "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)""#, ":0"),
+        (r#"SQL.EXEC "INSERT INTO t VALUES (?, ?)" 1 one"#, ":1"),
+        (r#"SQL.EXEC "INSERT INTO t VALUES (?, ?)" 2"#, "-ERR the statement has 2 parameter(s) but 1 argument(s) were given"),
+        (r#"SQL.QUERY "SELECT id, name FROM t ORDER BY id""#, r#"[["id", "name"], [[:1, "one"]]]"#),
+        (r#"SQL.QUERY "SELECT name FROM t WHERE id = ?" 1"#, r#"[["name"], [["one"]]]"#),
+        (r#"SQL.QUERY "SELECT name FROM t WHERE id = ?" 9"#, r#"[["name"], []]"#),
+        ("SQL.TABLES", r#"["t"]"#),
+        ("SQL.DESCRIBE t", r#"[["name", "id", "type", "INTEGER", "notnull", :0, "default", $-1, "pk", :1], ["name", "name", "type", "TEXT", "notnull", :0, "default", $-1, "pk", :0]]"#),
+        ("SQL.DESCRIBE nope", "-ERR no such table: nope"),
+        (r#"SQL.QUERY "SELEKT 1""#, r#"-ERR near "SELEKT": syntax error"#),
+        (r#"SQL.QUERY "SELECT * FROM nope""#, "-ERR no such table: nope"),
+        (r#"SQL.EXEC "INSERT INTO t VALUES (1, 'dup')""#, "-ERR UNIQUE constraint failed: t.id"),
+        ("SQL.EXPIRE t", r#"["age", $-1, "rows", $-1, "ops", $-1]"#),
+        ("SQL.EXPIRE t AGE 60", "+OK"),
+        ("SQL.EXPIRE t BOGUS 1", "-ERR SQL.EXPIRE rules are AGE seconds, ROWS n and OPS n"),
+        ("SQL.EXPIRE nope AGE 60", "-ERR no such table: nope"),
+        ("SQL.QUERY", "-ERR wrong number of arguments for 'sql.query' command"),
+        ("SQL.TABLES x", "-ERR wrong number of arguments for 'sql.tables' command"),
+        ("MULTI", "+OK"),
+        (r#"SQL.QUERY "SELECT 1""#, "-ERR 'sql.query' cannot run inside MULTI"),
+        ("EXEC", "-EXECABORT Transaction discarded because of previous errors."),
+    ]);
+}
+
+#[test]
+fn sql_shapes_resp3() {
+    check3(&[
+        (r#"SQL.EXEC "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, score REAL)""#, ":0"),
+        (r#"SQL.EXEC "INSERT INTO t VALUES (1, 'one', 1.5)""#, ":1"),
+        (r#"SQL.QUERY "SELECT id, name, score, NULL FROM t""#, r#"[["id", "name", "score", "NULL"], [{"id": :1, "name": "one", "score": ,1.5, "NULL": _}]]"#),
+        ("SQL.TABLES", r#"["t"]"#),
+    ]);
+}
