@@ -82,6 +82,11 @@ pub struct Config {
     pub sql_timeout: std::time::Duration,
     pub sql_max_result: usize,
     pub sql_maxmemory: u64,
+    /// SLOWLOG threshold in microseconds (0: every command, negative: none).
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    /// LATENCY threshold in milliseconds (0: off).
+    pub latency_monitor_threshold: u64,
 }
 
 const DEFAULT_PORT: u16 = 6380;
@@ -198,6 +203,20 @@ struct Args {
     /// Most typed tags one record may carry (1 to 255).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..))]
     max_tags_per_record: u8,
+
+    /// SLOWLOG logs commands that run at least this many microseconds (0: every command,
+    /// -1: none).
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 10_000, allow_negative_numbers = true,
+          value_parser = parse_slowlog_log_slower_than)]
+    slowlog_log_slower_than: i64,
+
+    /// Entries the SLOWLOG keeps (0: none).
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = parse_non_negative)]
+    slowlog_max_len: u64,
+
+    /// LATENCY samples events that last at least this many milliseconds (0: off).
+    #[arg(long, value_name = "MILLISECONDS", default_value_t = 0, value_parser = parse_non_negative)]
+    latency_monitor_threshold: u64,
 }
 
 /// Why the configuration could not be loaded.
@@ -300,6 +319,9 @@ impl Config {
             sql_timeout: a.sql_timeout,
             sql_max_result: a.sql_max_result,
             sql_maxmemory: a.sql_maxmemory,
+            slowlog_log_slower_than: a.slowlog_log_slower_than,
+            slowlog_max_len: a.slowlog_max_len,
+            latency_monitor_threshold: a.latency_monitor_threshold,
         }
     }
 
@@ -540,6 +562,28 @@ pub fn parse_maxclients(s: &str) -> Result<usize, String> {
         Ok(n) if (1..=u32::MAX as usize).contains(&n) => Ok(n),
         _ => Err("argument must be between 1 and 4294967295 inclusive".to_string()),
     }
+}
+
+/// `slowlog-log-slower-than`: microseconds, -1 or more (Redis's range and messages).
+pub fn parse_slowlog_log_slower_than(s: &str) -> Result<i64, String> {
+    let n: i64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if n < -1 {
+        return Err("argument must be between -1 and 9223372036854775807 inclusive".into());
+    }
+    Ok(n)
+}
+
+/// `slowlog-max-len`, `latency-monitor-threshold`: a count, 0 or more (Redis's messages).
+pub fn parse_non_negative(s: &str) -> Result<u64, String> {
+    let n: i64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    u64::try_from(n)
+        .map_err(|_| "argument must be between 0 and 9223372036854775807 inclusive".to_string())
 }
 
 /// `max-value-size`: a size of at least one byte (0 would refuse every value and request).

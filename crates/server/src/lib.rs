@@ -6,6 +6,7 @@ pub mod config;
 pub mod memcached;
 pub mod metrics;
 pub mod net;
+pub mod observe;
 pub mod pubsub;
 pub mod session;
 pub mod shared;

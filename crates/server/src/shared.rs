@@ -1,6 +1,6 @@
 //! State shared by every thread of the server: configuration, the store, clients and counters.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,6 +35,12 @@ pub struct Settings {
     pub output_limits: RwLock<crate::config::OutputLimits>,
     pub max_value_size: AtomicUsize,
     pub client_query_buffer_limit: AtomicUsize,
+    /// SLOWLOG: microseconds from which a command is logged (0: all, negative: none)...
+    pub slowlog_log_slower_than: AtomicI64,
+    /// ...and how many entries are kept.
+    pub slowlog_max_len: AtomicU64,
+    /// LATENCY: milliseconds from which an event is sampled (0: off).
+    pub latency_monitor_threshold: AtomicU64,
 }
 
 impl Settings {
@@ -46,6 +52,9 @@ impl Settings {
             output_limits: RwLock::new(config.client_output_limits),
             max_value_size: AtomicUsize::new(config.max_value_size),
             client_query_buffer_limit: AtomicUsize::new(config.client_query_buffer_limit),
+            slowlog_log_slower_than: AtomicI64::new(config.slowlog_log_slower_than),
+            slowlog_max_len: AtomicU64::new(config.slowlog_max_len),
+            latency_monitor_threshold: AtomicU64::new(config.latency_monitor_threshold),
         };
         settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));
         settings
@@ -92,6 +101,8 @@ pub struct Shared {
     pub metrics: crate::metrics::Metrics,
     pub started: Instant,
     pub shutdown: AtomicBool,
+    /// MONITOR, SLOWLOG, LATENCY.
+    pub observe: Arc<crate::observe::Observe>,
 }
 
 impl Shared {
@@ -133,7 +144,14 @@ impl Shared {
             metrics: crate::metrics::Metrics::default(),
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
+            observe: Arc::default(),
         });
+        // The store's expiry rounds and evictions, timed for LATENCY.
+        shared
+            .store
+            .set_cycle_observer(Arc::new(crate::observe::StoreCycles(Arc::downgrade(
+                &shared,
+            ))));
         crate::metrics::Metrics::start(&shared);
         shared
     }

@@ -37,6 +37,7 @@ impl Store {
     /// table, so every record is looked at within about a second), and keeps going while more
     /// than a quarter of what it scans is expired, never holding a lock past `SLICE`.
     pub fn expire_round(&self) -> usize {
+        let round = Instant::now();
         let mut removed_total = 0;
         for index in 0..self.shard_count() {
             let cell = self.cell(index);
@@ -63,6 +64,7 @@ impl Store {
                 }
             }
         }
+        self.cycle_took(crate::Cycle::Expire, round.elapsed());
         removed_total
     }
 }

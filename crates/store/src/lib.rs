@@ -55,6 +55,21 @@ pub trait ChangeListener: Send + Sync {
     fn flushed(&self);
 }
 
+/// Work the store does on its own, timed for its owner (the server's latency monitor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cycle {
+    /// One round of active expiry over every shard.
+    Expire,
+    /// The eviction a write ran to make room under the memory limit.
+    Evict,
+}
+
+/// Told how long each [`Cycle`] took. Called on the thread that did the work (the expiry
+/// thread, or the writer that evicted), so it must be quick.
+pub trait CycleObserver: Send + Sync {
+    fn cycle_took(&self, cycle: Cycle, took: std::time::Duration);
+}
+
 /// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -150,6 +165,7 @@ pub struct Store {
     listener: std::sync::OnceLock<Arc<dyn ChangeListener>>,
     /// Whether anyone listens now: one relaxed load per write when nobody does.
     listening: AtomicBool,
+    cycle_observer: std::sync::OnceLock<Arc<dyn CycleObserver>>,
 }
 
 impl Store {
@@ -180,6 +196,7 @@ impl Store {
             tags: TagIndex::default(),
             listener: std::sync::OnceLock::new(),
             listening: AtomicBool::new(false),
+            cycle_observer: std::sync::OnceLock::new(),
         });
         if config.background {
             background::spawn(&store, garbage);
@@ -192,6 +209,17 @@ impl Store {
     /// Installs the change listener (once) and whether it is called.
     pub fn set_listener(&self, listener: Arc<dyn ChangeListener>) {
         let _ = self.listener.set(listener);
+    }
+
+    /// Installs (once) the observer of the store's own work.
+    pub fn set_cycle_observer(&self, observer: Arc<dyn CycleObserver>) {
+        let _ = self.cycle_observer.set(observer);
+    }
+
+    pub(crate) fn cycle_took(&self, cycle: Cycle, took: std::time::Duration) {
+        if let Some(observer) = self.cycle_observer.get() {
+            observer.cycle_took(cycle, took);
+        }
     }
 
     pub fn set_listening(&self, on: bool) {

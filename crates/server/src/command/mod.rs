@@ -86,6 +86,8 @@ pub struct Conn {
     pub reply_skip: bool,
     /// ...and so is the next command's (the session moves this into `reply_skip`).
     pub reply_skip_next: bool,
+    /// MONITOR mode: receives every command run; may not touch the keyspace.
+    pub monitor: bool,
 }
 
 impl Conn {
@@ -105,6 +107,7 @@ impl Conn {
             reply_off: false,
             reply_skip: false,
             reply_skip_next: false,
+            monitor: false,
         }
     }
 
@@ -138,7 +141,7 @@ impl Conn {
         use std::sync::atomic::Ordering::Relaxed;
         let st = &self.client.state;
         // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, and BLOCKED around deferred commands.
-        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED);
+        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED | MONITOR);
         let subscribed = !(self.channels.is_empty() && self.patterns.is_empty());
         for (on, bit) in [
             (subscribed, PUBSUB),
@@ -179,6 +182,9 @@ impl Conn {
             .store(0, std::sync::atomic::Ordering::Relaxed);
         if let Some(state) = self.tracking.take() {
             shared.tracking.disable(&state.tracker);
+        }
+        if self.monitor {
+            shared.observe.monitors.remove(self.client.id);
         }
     }
 }
@@ -229,6 +235,11 @@ pub(crate) fn call<'s>(
     let started = std::time::Instant::now();
     // Remembered before the read runs: a write racing the read then still invalidates (at worst
     // spuriously), where remembering after could miss it and leave the client stale.
+    if conn.monitor && crate::observe::monitor::refuses(command) {
+        stats::record_rejected(command);
+        stats::record_error(crate::observe::monitor::REFUSED);
+        return reply::error(out, crate::observe::monitor::REFUSED);
+    }
     if conn.tracking.is_some() {
         remember_reads(command, args, shared, conn);
     }
@@ -241,14 +252,16 @@ pub(crate) fn call<'s>(
         conn,
     };
     (command.handler)(&mut ctx);
-    count_call(command, started, &out[before..]);
+    let took = started.elapsed();
+    count_call(command, took, &out[before..]);
+    crate::observe::after_call(shared, command, args, conn, took);
 }
 
 /// Counts a command that ran (INFO commandstats / errorstats) from its reply. An OOM refusal
 /// counts as rejected, as Redis refuses such commands before running them.
-pub fn count_call(command: &'static Command, started: std::time::Instant, reply: &[u8]) {
+pub fn count_call(command: &'static Command, took: std::time::Duration, reply: &[u8]) {
     match stats::error_code(reply) {
-        None => stats::record(command, started.elapsed().as_nanos() as u64, false),
+        None => stats::record(command, took.as_nanos() as u64, false),
         Some(code) => {
             let end = reply
                 .iter()
@@ -258,7 +271,7 @@ pub fn count_call(command: &'static Command, started: std::time::Instant, reply:
             if code == b"OOM" {
                 stats::record_rejected(command);
             } else {
-                stats::record(command, started.elapsed().as_nanos() as u64, true);
+                stats::record(command, took.as_nanos() as u64, true);
             }
         }
     }

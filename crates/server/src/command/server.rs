@@ -217,6 +217,18 @@ fn config_values(ctx: &Ctx<'_, '_>) -> Vec<(&'static str, String)> {
             "client-output-buffer-limit",
             s.output_limits.read().render(),
         ),
+        (
+            "slowlog-log-slower-than",
+            s.slowlog_log_slower_than.load(Relaxed).to_string(),
+        ),
+        (
+            "slowlog-max-len",
+            s.slowlog_max_len.load(Relaxed).to_string(),
+        ),
+        (
+            "latency-monitor-threshold",
+            s.latency_monitor_threshold.load(Relaxed).to_string(),
+        ),
         ("databases", "1".into()),
         ("save", String::new()),
         ("appendonly", "no".into()),
@@ -257,6 +269,18 @@ fn config_set(ctx: &mut Ctx<'_, '_>, name: &str, value: &[u8]) -> Result<(), Str
             .settings
             .client_query_buffer_limit
             .store(crate::config::parse_query_buffer_limit(text)?, Relaxed),
+        "slowlog-log-slower-than" => shared
+            .settings
+            .slowlog_log_slower_than
+            .store(crate::config::parse_slowlog_log_slower_than(text)?, Relaxed),
+        "slowlog-max-len" => shared
+            .settings
+            .slowlog_max_len
+            .store(crate::config::parse_non_negative(text)?, Relaxed),
+        "latency-monitor-threshold" => shared
+            .settings
+            .latency_monitor_threshold
+            .store(crate::config::parse_non_negative(text)?, Relaxed),
         _ => {
             return Err(format!(
                 "Unknown option or number of arguments for CONFIG SET - '{name}'"

@@ -218,8 +218,10 @@ impl McState {
                     // Counted in commandstats as its command-table entry, as RESP commands are.
                     let entry = verbs::entry(&request);
                     let (started, before) = (std::time::Instant::now(), out.len());
+                    let shown = request.clone();
                     let quit = ex.run(request, out);
                     verbs::count(entry, started, &out[before..]);
+                    crate::observe::after_memcached(shared, client, entry, &shown, started);
                     if quit {
                         close = true;
                         break;

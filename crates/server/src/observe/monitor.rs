@@ -1,0 +1,460 @@
+//! MONITOR: the clients that watch every command, the line each command shows as (Redis's
+//! format), what is hidden or redacted, and what a monitoring connection may still run.
+//!
+//! A command's line is made once and posted to each monitor's mailbox as a pushed message, so
+//! it reaches the monitor through its own I/O thread and counts against the pubsub class of
+//! `client-output-buffer-limit`, like a subscriber's messages. A monitor that does not read is
+//! cut there; one whose thread is slow to take its mail is cut when its mailbox passes the
+//! same limit. Either way the client that ran the command never waits for a monitor.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::RwLock;
+
+use crate::clients::{client_flags, ClientInfo};
+use crate::command::{flags, Args, Command, Ctx};
+use crate::shared::Shared;
+
+use super::REDACTED;
+
+/// Mailbox bytes a monitor may have waiting when the pubsub class has no limit at all.
+const UNLIMITED_CLASS_MAILBOX: usize = 1 << 30;
+
+/// The monitoring clients.
+#[derive(Default)]
+pub struct Monitors {
+    /// How many there are: the one load a command pays when there are none.
+    count: AtomicUsize,
+    list: RwLock<Vec<Arc<ClientInfo>>>,
+}
+
+impl Monitors {
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.count.load(Relaxed) != 0
+    }
+
+    pub fn add(&self, client: Arc<ClientInfo>) {
+        let mut list = self.list.write();
+        if !list.iter().any(|c| c.id == client.id) {
+            list.push(client);
+            self.count.store(list.len(), Relaxed);
+        }
+    }
+
+    pub fn remove(&self, id: u64) {
+        let mut list = self.list.write();
+        list.retain(|c| c.id != id);
+        self.count.store(list.len(), Relaxed);
+    }
+
+    /// Shows `args`, run by `client`, to every monitor.
+    pub fn feed(&self, shared: &Shared, client: &ClientInfo, args: &[&[u8]]) {
+        let mut text = Vec::with_capacity(64);
+        line(&mut text, unix_micros(), client, args);
+        let limit = mailbox_limit(shared);
+        let mut over = Vec::new();
+        for monitor in self.list.read().iter() {
+            if monitor.closed() || monitor.killed() {
+                over.push(monitor.id);
+            } else if monitor.post(&text, false) > limit {
+                // Its thread is not taking its mail: cut it as its output limit would.
+                tracing::warn!(
+                    client = monitor.id,
+                    addr = %monitor.addr,
+                    "monitor closed for overcoming its output buffer limit"
+                );
+                shared
+                    .stats
+                    .client_output_limit_disconnections
+                    .fetch_add(1, Relaxed);
+                monitor.kill();
+                over.push(monitor.id);
+            }
+        }
+        for id in over {
+            self.remove(id);
+        }
+    }
+}
+
+/// The most bytes a monitor's mailbox may hold: the pubsub class's hard limit (else its soft
+/// one), as its output buffer would.
+fn mailbox_limit(shared: &Shared) -> usize {
+    let limits = shared.settings.output_limits.read();
+    match (limits.pubsub.hard, limits.pubsub.soft) {
+        (0, 0) => UNLIMITED_CLASS_MAILBOX,
+        (0, soft) => soft as usize,
+        (hard, _) => hard as usize,
+    }
+}
+
+fn unix_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// One monitor line, as Redis's `replicationFeedMonitors` writes it:
+/// `+<secs>.<micros> [0 <peer>] "arg" "arg"...\r\n`, unix-socket clients as `unix:<path>`.
+pub fn line(out: &mut Vec<u8>, unix_micros: u64, client: &ClientInfo, args: &[&[u8]]) {
+    use std::io::Write as _;
+    let _ = write!(
+        out,
+        "+{}.{:06} [0 ",
+        unix_micros / 1_000_000,
+        unix_micros % 1_000_000
+    );
+    match client
+        .laddr
+        .strip_suffix(":0")
+        .filter(|p| p.starts_with('/'))
+    {
+        Some(path) => {
+            out.extend_from_slice(b"unix:");
+            out.extend_from_slice(path.as_bytes());
+        }
+        None => out.extend_from_slice(client.addr.as_bytes()),
+    }
+    out.extend_from_slice(b"] ");
+    for (i, arg) in args.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        quoted(out, arg);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `arg` in double quotes, escaped as Redis's `sdscatrepr`: `\\`, `\"`, `\n`, `\r`, `\t`, `\a`,
+/// `\b`, printable ASCII as is, any other byte as `\xHH`.
+pub fn quoted(out: &mut Vec<u8>, arg: &[u8]) {
+    out.push(b'"');
+    for &b in arg {
+        match b {
+            b'\\' | b'"' => out.extend_from_slice(&[b'\\', b]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(b),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'x',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 15) as usize],
+                ]);
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+/// Whether monitors do not see `command` at all: administrative commands (Redis's ADMIN flag:
+/// CONFIG, MONITOR, SLOWLOG, LATENCY, and CLIENT's KILL, LIST, PAUSE, UNPAUSE, NO-EVICT,
+/// UNBLOCK), which may show secrets or are too frequent to be of interest.
+pub fn hidden(command: &Command, args: Args<'_>) -> bool {
+    if command.has(flags::ADMIN) {
+        return true;
+    }
+    command.name == "client"
+        && args.len() > 1
+        && ["kill", "list", "pause", "unpause", "no-evict", "unblock"]
+            .iter()
+            .any(|s| args.get(1).eq_ignore_ascii_case(s.as_bytes()))
+}
+
+/// The arguments as monitors and the slow log show them: secrets replaced by `(redacted)`, as
+/// Redis's `redactClientCommandArgument` does for AUTH, HELLO ... AUTH and CONFIG SET
+/// requirepass.
+pub fn redacted<'a>(command: &Command, args: impl Iterator<Item = &'a [u8]>) -> Vec<&'a [u8]> {
+    let mut args: Vec<&[u8]> = args.collect();
+    match command.name {
+        // AUTH [user] password; with more arguments it fails before redacting, as in Redis.
+        "auth" if args.len() <= 3 => {
+            for arg in args.iter_mut().skip(1) {
+                *arg = REDACTED;
+            }
+        }
+        // HELLO [protover [AUTH user password] [SETNAME name]]: options until the first bad one.
+        "hello" => {
+            let mut j = 2;
+            while j < args.len() {
+                let more = args.len() - 1 - j;
+                if args[j].eq_ignore_ascii_case(b"auth") && more >= 2 {
+                    args[j + 1] = REDACTED;
+                    args[j + 2] = REDACTED;
+                    j += 3;
+                } else if args[j].eq_ignore_ascii_case(b"setname") && more >= 1 {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+        }
+        "config" if args.len() > 1 && args[1].eq_ignore_ascii_case(b"set") => {
+            for j in (2..args.len().saturating_sub(1)).step_by(2) {
+                if args[j].eq_ignore_ascii_case(b"requirepass") {
+                    args[j + 1] = REDACTED;
+                }
+            }
+        }
+        _ => {}
+    }
+    args
+}
+
+/// Whether a monitoring client may not run `command`: like a Redis replica, it may not touch
+/// the keyspace (reads, writes, PUBLISH).
+pub fn refuses(command: &Command) -> bool {
+    command.has(flags::READONLY | flags::WRITE) || command.name == "publish"
+}
+
+/// The error a monitoring client gets for a command that touches the keyspace.
+pub const REFUSED: &[u8] = b"ERR Replica can't interact with the keyspace";
+
+/// MONITOR: from now on, this connection receives a line for every command run.
+pub fn command(ctx: &mut Ctx<'_, '_>) {
+    if matches!(ctx.db, store::Db::Locked(_)) {
+        // Inside EXEC, where Redis denies commands that would block the client.
+        return ctx.err(b"ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
+    if ctx.conn.monitor {
+        // Already monitoring: ignored, as Redis does (no reply).
+        return;
+    }
+    ctx.conn.monitor = true;
+    let client = ctx.conn.client.clone();
+    client.state.flags.fetch_or(client_flags::MONITOR, Relaxed);
+    ctx.shared.observe.monitors.add(client);
+    ctx.ok()
+}
+
+/// A memcached request as monitors and the slow log show it: the command-table entry it counts
+/// as (`crate::memcached::verbs`), then its arguments in memcached's order with the data block
+/// in place of its length. `add` and `replace`, which count as `set`, end with `NX` / `XX` as
+/// SET would; `noreply` is left out (it is how the client wants replies, not what it asks).
+pub fn memcached_args(entry: &Command, request: &memcache::Request<'_>) -> Vec<Vec<u8>> {
+    use memcache::{Request, StoreKind};
+    let mut args = vec![entry.name.as_bytes().to_vec()];
+    let num = |n: i64| n.to_string().into_bytes();
+    let tokens = |raw: &[u8]| -> Vec<Vec<u8>> {
+        raw.split(|&b| b == b' ')
+            .filter(|t| !t.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    match request {
+        Request::Get { keys, .. } => args.extend(keys.clone().map(<[u8]>::to_vec)),
+        Request::GetAndTouch { exptime, keys, .. } => {
+            args.push(num(*exptime));
+            args.extend(keys.clone().map(<[u8]>::to_vec));
+        }
+        Request::Store {
+            kind,
+            key,
+            flags,
+            exptime,
+            data,
+            cas_unique,
+            ..
+        } => {
+            args.extend([
+                key.to_vec(),
+                num(*flags as i64),
+                num(*exptime),
+                data.to_vec(),
+            ]);
+            match kind {
+                StoreKind::Cas => args.push(cas_unique.to_string().into_bytes()),
+                StoreKind::Add => args.push(b"NX".to_vec()),
+                StoreKind::Replace => args.push(b"XX".to_vec()),
+                _ => {}
+            }
+        }
+        Request::Delete { key, .. } => args.push(key.to_vec()),
+        Request::Incr { key, delta, .. } | Request::Decr { key, delta, .. } => {
+            args.extend([key.to_vec(), delta.to_string().into_bytes()])
+        }
+        Request::Touch { key, exptime, .. } => args.extend([key.to_vec(), num(*exptime)]),
+        Request::FlushAll { delay, .. } => {
+            if *delay != 0 {
+                args.push(num(*delay));
+            }
+        }
+        Request::Verbosity { level, .. } => args.push(num(*level as i64)),
+        Request::CacheMemlimit { megabytes, .. } => args.push(num(*megabytes as i64)),
+        Request::Stats { group, args: rest } => {
+            args.extend(group.map(<[u8]>::to_vec));
+            args.extend(rest.clone().map(<[u8]>::to_vec));
+        }
+        Request::MetaGet { key, flags }
+        | Request::MetaDelete { key, flags }
+        | Request::MetaArithmetic { key, flags }
+        | Request::MetaDebug { key, flags } => {
+            args.push(key.to_vec());
+            args.extend(tokens(flags.as_bytes()));
+        }
+        Request::MetaSet { key, data, flags } => {
+            args.extend([key.to_vec(), data.to_vec()]);
+            args.extend(tokens(flags.as_bytes()));
+        }
+        Request::Version | Request::Quit | Request::MetaNoop => {}
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::lookup;
+    use crate::session::Protocol;
+
+    fn client(addr: &str, laddr: &str) -> ClientInfo {
+        ClientInfo::new(1, addr.into(), laddr.into(), 3, Protocol::Resp, None)
+    }
+
+    #[test]
+    fn lines_escape_like_sdscatrepr() {
+        let c = client("127.0.0.1:5555", "127.0.0.1:6380");
+        let mut out = Vec::new();
+        let args: [&[u8]; 3] = [b"set", b"k", b"a\"b\\c\n\r\t\x07\x08\x00\x7f\xc3\xa9 ~"];
+        line(&mut out, 1_700_000_000_012_345, &c, &args);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "+1700000000.012345 [0 127.0.0.1:5555] \"set\" \"k\" \
+             \"a\\\"b\\\\c\\n\\r\\t\\a\\b\\x00\\x7f\\xc3\\xa9 ~\"\r\n"
+        );
+        let unix = client("/tmp/c.sock:0", "/tmp/c.sock:0");
+        let mut out = Vec::new();
+        line(&mut out, 5, &unix, &[b"ping"]);
+        assert_eq!(out, b"+0.000005 [0 unix:/tmp/c.sock] \"ping\"\r\n");
+        let mut out = Vec::new();
+        line(&mut out, 5, &unix, &[b""]);
+        assert_eq!(out, b"+0.000005 [0 unix:/tmp/c.sock] \"\"\r\n");
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let show = |name: &str, args: &[&'static str]| -> Vec<String> {
+            let command = lookup(name.as_bytes()).unwrap();
+            redacted(command, args.iter().map(|a| a.as_bytes()))
+                .into_iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        };
+        assert_eq!(show("auth", &["AUTH", "pw"]), ["AUTH", "(redacted)"]);
+        assert_eq!(
+            show("auth", &["auth", "u", "pw"]),
+            ["auth", "(redacted)", "(redacted)"]
+        );
+        assert_eq!(
+            show("auth", &["auth", "a", "b", "c"]),
+            ["auth", "a", "b", "c"]
+        );
+        assert_eq!(
+            show("hello", &["HELLO", "3", "SETNAME", "n", "auth", "u", "p"]),
+            [
+                "HELLO",
+                "3",
+                "SETNAME",
+                "n",
+                "auth",
+                "(redacted)",
+                "(redacted)"
+            ]
+        );
+        assert_eq!(
+            show(
+                "config",
+                &["config", "set", "maxclients", "5", "REQUIREPASS", "s"]
+            ),
+            [
+                "config",
+                "set",
+                "maxclients",
+                "5",
+                "REQUIREPASS",
+                "(redacted)"
+            ]
+        );
+        assert_eq!(show("get", &["get", "auth"]), ["get", "auth"]);
+    }
+
+    #[test]
+    fn admin_commands_are_hidden() {
+        let hide = |args: &[&[u8]]| {
+            let ranges: Vec<_> = {
+                let mut at = 0;
+                args.iter()
+                    .map(|a| {
+                        at += a.len();
+                        at - a.len()..at
+                    })
+                    .collect()
+            };
+            let buf = args.concat();
+            hidden(lookup(args[0]).unwrap(), Args::new(&buf, &ranges))
+        };
+        assert!(hide(&[b"config", b"get", b"x"]));
+        assert!(hide(&[b"client", b"LIST"]));
+        assert!(hide(&[b"client", b"kill", b"1.2.3.4:5"]));
+        assert!(!hide(&[b"client", b"setname", b"x"]));
+        assert!(!hide(&[b"get", b"k"]));
+    }
+
+    #[test]
+    fn memcached_requests_show_as_their_entry() {
+        // The entry is the one `memcached::verbs` maps the verb onto; only its name shows.
+        let show = |line: &[u8]| -> Vec<String> {
+            let memcache::Parsed::Complete(request, _) = memcache::parse(line, 1 << 20).unwrap()
+            else {
+                panic!("incomplete")
+            };
+            let verb = line.split(|&b| b == b' ').next().unwrap();
+            let name = match verb {
+                b"add" | b"replace" => "set",
+                b"gets" => "mget",
+                b"delete" => "del",
+                b"incr" => "incrby",
+                b"touch" => "expire",
+                b"flush_all\r\n" => "flushall",
+                other => std::str::from_utf8(other).unwrap(),
+            };
+            let entry = lookup(name.as_bytes())
+                .unwrap_or_else(|| crate::command::memcached_only_entry(name));
+            memcached_args(entry, &request)
+                .into_iter()
+                .map(|a| String::from_utf8_lossy(&a).into_owned())
+                .collect()
+        };
+        assert_eq!(show(b"set k 5 60 1\r\nv\r\n"), ["set", "k", "5", "60", "v"]);
+        assert_eq!(
+            show(b"add k 0 0 1 noreply\r\nv\r\n"),
+            ["set", "k", "0", "0", "v", "NX"]
+        );
+        assert_eq!(
+            show(b"replace k 0 0 1\r\nv\r\n"),
+            ["set", "k", "0", "0", "v", "XX"]
+        );
+        assert_eq!(
+            show(b"cas k 0 0 1 77\r\nv\r\n"),
+            ["cas", "k", "0", "0", "v", "77"]
+        );
+        assert_eq!(show(b"gets a b\r\n"), ["mget", "a", "b"]);
+        assert_eq!(show(b"delete k\r\n"), ["del", "k"]);
+        assert_eq!(show(b"incr n 5\r\n"), ["incrby", "n", "5"]);
+        assert_eq!(show(b"touch k 10\r\n"), ["expire", "k", "10"]);
+        assert_eq!(show(b"flush_all\r\n"), ["flushall"]);
+        assert_eq!(
+            show(b"ms k 2 T60 F3\r\nab\r\n"),
+            ["ms", "k", "ab", "T60", "F3"]
+        );
+        assert_eq!(show(b"mg k v t\r\n"), ["mg", "k", "v", "t"]);
+    }
+}
