@@ -406,11 +406,36 @@ def test_latency_sql_event_and_slowlog(server, observed):
 def test_latency_expire_cycle_event(server_factory):
     srv = server_factory("--latency-monitor-threshold", "1")
     r = srv.client()
-    pipe = r.pipeline(transaction=False)
-    for i in range(200_000):
-        pipe.set(f"e{i}", "v", px=200)
-    pipe.execute()
+    # Removing this many expired keys takes the expiry round past a millisecond.
+    keys = 50_000
+    raw = srv.raw()
+    raw.send(b"".join(encode_command("SET", f"e{i}", "v", "PX", "300") for i in range(keys)))
+    raw.read_exact(len(b"+OK\r\n") * keys, timeout=20)
+    raw.close()
     wait_until(lambda: r.dbsize() == 0, timeout=20, msg="keys expired")
     latest = {e[0]: e for e in r.execute_command("LATENCY", "LATEST")}
     assert b"expire-cycle" in latest, latest
     assert latest[b"expire-cycle"][3] >= 1
+
+
+def test_reset_ends_monitor_multi_and_subscriptions(server, r):
+    mon = start_monitor(server)
+    actor = server.raw()
+    try:
+        assert mon.command("RESET") == b"+RESET\r\n"
+        actor.command("SET", "k", "v")
+        assert mon.read_available(0.3) == b""
+        assert mon.command("GET", "k") == b"$1\r\nv\r\n"
+        # MULTI, WATCH and subscriptions end too; the name is cleared.
+        mon.command("CLIENT", "SETNAME", "n")
+        mon.command("MULTI")
+        assert mon.command("RESET") == b"+RESET\r\n"
+        assert mon.err("EXEC") == "ERR EXEC without MULTI"
+        mon.command("SUBSCRIBE", "ch")
+        assert mon.command("RESET") == b"+RESET\r\n"
+        assert mon.command("SET", "k", "w") == b"+OK\r\n"
+        assert mon.command("CLIENT", "GETNAME") == b"$-1\r\n"
+        assert r.pubsub_numsub("ch") == [(b"ch", 0)]
+    finally:
+        actor.close()
+        mon.close()

@@ -13,6 +13,7 @@ mod info;
 mod keys;
 pub mod ops;
 mod pubsub;
+mod reset;
 mod server;
 mod sql;
 pub mod stats;

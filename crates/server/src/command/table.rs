@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::flags::*;
-use super::{hashes, info, keys, pubsub, server, sql, strings, tags, txn, Handler};
+use super::{hashes, info, keys, pubsub, reset, server, sql, strings, tags, txn, Handler};
 use crate::observe::{latency, monitor, slowlog};
 
 pub struct Command {
@@ -89,6 +89,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("hello", -1, FAST | NOAUTH, NONE, server::hello, "Handshakes with the server, choosing RESP2 or RESP3."),
     cmd("auth", -2, FAST | NOAUTH, NONE, server::auth, "Authenticates the connection."),
     cmd("quit", -1, FAST | NOAUTH | NOQUEUE | PUBSUB, NONE, server::quit, "Closes the connection."),
+    cmd("reset", 1, FAST | NOAUTH | NOQUEUE | PUBSUB, NONE, reset::reset, "Resets the connection's state (MONITOR, MULTI, subscriptions, tracking...)."),
     cmd("select", 2, FAST, NONE, server::select, "Changes the selected database (only 0 exists)."),
     cmd("info", -1, 0, NONE, info::info, "Returns information and statistics about the server."),
     cmd("role", 1, FAST, NONE, info::role, "Returns the replication role."),
