@@ -68,3 +68,55 @@ impl Store {
         removed_total
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use crate::{now_ms, Author, Cycle, CycleObserver, Kind, Store, StoreConfig};
+
+    /// Remembers the cycles it is told about.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Cycle>>);
+
+    impl CycleObserver for Seen {
+        fn cycle_took(&self, cycle: Cycle, _took: Duration) {
+            self.0.lock().unwrap().push(cycle);
+        }
+    }
+
+    #[test]
+    fn expiry_rounds_and_evictions_are_timed_for_the_observer() {
+        let store = Store::new(StoreConfig {
+            shards: 4,
+            maxmemory: 64 * 1024,
+            evict: true,
+            background: false,
+        });
+        let seen = Arc::new(Seen::default());
+        store.set_cycle_observer(seen.clone());
+        let value = vec![7u8; 1000];
+        let past = now_ms() - 1;
+        for i in 0..20u32 {
+            store
+                .write(Author::SERVER, &i.to_le_bytes(), |e| {
+                    e.put(Kind::String, &value, Some(past), 0)
+                })
+                .unwrap();
+        }
+        assert!(!seen.0.lock().unwrap().contains(&Cycle::Expire));
+        store.expire_round();
+        assert!(seen.0.lock().unwrap().contains(&Cycle::Expire));
+        assert!(!seen.0.lock().unwrap().contains(&Cycle::Evict));
+        // Writing well past the limit makes writers evict.
+        for i in 0..200u32 {
+            store
+                .write(Author::SERVER, &(1000 + i).to_le_bytes(), |e| {
+                    e.put(Kind::String, &value, None, 0)
+                })
+                .unwrap();
+        }
+        assert!(seen.0.lock().unwrap().contains(&Cycle::Evict));
+    }
+}

@@ -158,7 +158,7 @@ fn mono_nanos() -> u64 {
 pub struct DeferredCall {
     observe: Arc<Observe>,
     /// The slow log's threshold and length, and the entry's arguments, when it is on.
-    slowlog: Option<(i64, u64, Vec<Vec<u8>>, String, Vec<u8>)>,
+    slowlog: Option<PendingEntry>,
     latency_ms: u64,
     started: AtomicU64,
 }
@@ -175,13 +175,11 @@ impl DeferredCall {
         let max_len = shared.settings.slowlog_max_len.load(Relaxed);
         let slowlog = (slower_than >= 0 && max_len > 0).then(|| {
             let shown = monitor::redacted(command, (0..args.len()).map(|i| args.get(i)));
-            (
+            PendingEntry {
                 slower_than,
                 max_len,
-                slowlog::capped_args(&shown),
-                client.addr.clone(),
-                client.name.lock().clone().unwrap_or_default(),
-            )
+                entry: slowlog::Entry::new(&shown, 0, client),
+            }
         });
         if slowlog.is_none() && latency_ms == 0 {
             return None;
@@ -202,17 +200,28 @@ impl DeferredCall {
     /// The statement's result came.
     pub fn done(&self) {
         let micros = mono_nanos().saturating_sub(self.started.load(Relaxed)) / 1000;
-        if let Some((slower_than, max_len, args, addr, name)) = &self.slowlog {
-            if micros as i64 >= *slower_than {
-                let entry =
-                    slowlog::Entry::with_capped(args.clone(), micros, addr.clone(), name.clone());
-                self.observe.slowlog.push(entry, *max_len as usize);
+        if let Some(pending) = &self.slowlog {
+            if micros as i64 >= pending.slower_than {
+                let entry = slowlog::Entry {
+                    micros,
+                    time: store::now_ms() / 1000,
+                    ..pending.entry.clone()
+                };
+                self.observe.slowlog.push(entry, pending.max_len as usize);
             }
         }
         self.observe
             .latency
             .sample_if_needed(self.latency_ms, latency::SQL, micros / 1000);
     }
+}
+
+/// A slow log entry made before its command's duration is known, and the slow log's
+/// settings then.
+struct PendingEntry {
+    slower_than: i64,
+    max_len: u64,
+    entry: slowlog::Entry,
 }
 
 /// Reports the store's own work (expiry rounds, eviction) to the latency monitor. Holds the
