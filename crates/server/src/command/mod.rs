@@ -224,7 +224,8 @@ pub fn execute(
 
 /// What every command goes through around its handler, whether it runs alone or queued in a
 /// transaction (EXEC calls this for each queued command): the tracking of its reads, the
-/// handler against `db` (whose writes carry the client as their author), and commandstats.
+/// handler against `db` (whose writes carry the client as their author), commandstats, and
+/// the operator's views (MONITOR, SLOWLOG, LATENCY: `crate::observe`).
 pub(crate) fn call<'s>(
     command: &'static Command,
     args: Args<'_>,
@@ -234,13 +235,14 @@ pub(crate) fn call<'s>(
     out: &mut Vec<u8>,
 ) {
     let started = std::time::Instant::now();
-    // Remembered before the read runs: a write racing the read then still invalidates (at worst
-    // spuriously), where remembering after could miss it and leave the client stale.
+    // A monitoring connection may not touch the keyspace (as a Redis replica may not).
     if conn.monitor && crate::observe::monitor::refuses(command) {
         stats::record_rejected(command);
         stats::record_error(crate::observe::monitor::REFUSED);
         return reply::error(out, crate::observe::monitor::REFUSED);
     }
+    // Remembered before the read runs: a write racing the read then still invalidates (at worst
+    // spuriously), where remembering after could miss it and leave the client stale.
     if conn.tracking.is_some() {
         remember_reads(command, args, shared, conn);
     }
