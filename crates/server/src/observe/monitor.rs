@@ -340,6 +340,40 @@ mod tests {
     }
 
     #[test]
+    fn a_monitor_whose_mail_piles_up_is_cut_at_the_pubsub_limit() {
+        let shared = Shared::new(crate::config::Config::default());
+        *shared.settings.output_limits.write() =
+            crate::config::OutputLimits::parse("pubsub 1000 0 0").unwrap();
+        // A monitor whose thread never takes its mail (no connection behind it).
+        let monitor = Arc::new(ClientInfo::detached(7, Protocol::Resp));
+        let monitors = &shared.observe.monitors;
+        monitors.add(monitor.clone());
+        assert!(monitors.active());
+        let writer = client("127.0.0.1:5555", "127.0.0.1:6380");
+        let value = [b'v'; 50];
+        let args: [&[u8]; 3] = [b"set", b"k", &value];
+        let mut one = Vec::new();
+        line(&mut one, unix_micros(), &writer, &args);
+        assert_eq!(one.len(), 102);
+        for _ in 0..9 {
+            monitors.feed(&shared, &writer, &args);
+        }
+        assert!(
+            monitors.active() && !monitor.killed(),
+            "918 bytes: under the limit"
+        );
+        monitors.feed(&shared, &writer, &args);
+        assert!(monitor.killed(), "1020 bytes: over it");
+        assert!(!monitors.active());
+        let cut = &shared.stats.client_output_limit_disconnections;
+        assert_eq!(cut.load(Relaxed), 1);
+        // Nothing more is posted to it.
+        assert_eq!(monitor.take_mail().bytes.len(), 1020);
+        monitors.feed(&shared, &writer, &[b"get", b"k"]);
+        assert_eq!(monitor.take_mail().bytes.len(), 0);
+    }
+
+    #[test]
     fn secrets_are_redacted() {
         let show = |name: &str, args: &[&'static str]| -> Vec<String> {
             let command = lookup(name.as_bytes()).unwrap();
