@@ -92,6 +92,8 @@ pub mod client_flags {
     /// `b`: waiting for a reply another thread computes (an SQL statement), as Redis marks
     /// clients blocked in a command.
     pub const BLOCKED: u32 = 1 << 7;
+    /// `O`: in MONITOR mode.
+    pub const MONITOR: u32 = 1 << 8;
 }
 
 /// A connection's state that only its session changes but CLIENT LIST and INFO (on any
@@ -244,7 +246,9 @@ impl ClientInfo {
 
     /// Appends `bytes` to this client's output from any thread and wakes the thread that owns
     /// the connection. `resume` completes a deferred reply: the session goes on with its input.
-    pub fn post(&self, bytes: &[u8], resume: bool) {
+    /// Returns the pushed-message bytes now waiting in the mailbox (a monitor is cut past its
+    /// limit).
+    pub fn post(&self, bytes: &[u8], resume: bool) -> usize {
         // The deferred reply of a command run under CLIENT REPLY OFF/SKIP is dropped; the
         // resume still goes through. Pushes (resume false) are always delivered, as in Redis.
         let bytes = if resume && self.mute_deferred.swap(false, Relaxed) {
@@ -255,7 +259,7 @@ impl ClientInfo {
         if resume {
             self.state.flags.fetch_and(!client_flags::BLOCKED, Relaxed);
         }
-        let first = {
+        let (first, waiting) = {
             let mut mail = self.mailbox.lock();
             let first = mail.bytes.is_empty() && !mail.resume;
             mail.bytes.extend_from_slice(bytes);
@@ -264,13 +268,14 @@ impl ClientInfo {
                 mail.pushed += bytes.len();
             }
             self.has_mail.store(true, Relaxed);
-            first
+            (first, mail.pushed)
         };
         if first {
             if let Some(n) = &self.notifier {
                 n.request_mail(self.token.load(Relaxed), self.id);
             }
         }
+        waiting
     }
 
     /// Takes the mail posted so far (the owning thread, when woken).
@@ -351,6 +356,7 @@ impl ClientInfo {
         let bits = self.state.flags.load(Relaxed);
         let mut f = String::new();
         for (bit, letter) in [
+            (MONITOR, 'O'),
             (PUBSUB, 'P'),
             (MULTI, 'x'),
             (BLOCKED, 'b'),

@@ -6,6 +6,7 @@ pub mod config;
 pub mod keyspace;
 pub mod memcached;
 pub mod net;
+pub mod observe;
 pub mod protocol;
 pub mod pubsub;
 #[cfg(test)]

@@ -29,6 +29,8 @@ pub struct Shared {
     pub flush_timer: Arc<crate::keyspace::FlushTimer>,
     pub started: Instant,
     pub shutdown: AtomicBool,
+    /// MONITOR, SLOWLOG, LATENCY.
+    pub observe: Arc<crate::observe::Observe>,
 }
 
 impl Shared {
@@ -72,7 +74,14 @@ impl Shared {
             flush_timer: Arc::default(),
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
+            observe: Arc::default(),
         });
+        // The store's expiry rounds and evictions, timed for LATENCY.
+        shared
+            .store
+            .set_cycle_observer(Arc::new(crate::observe::StoreCycles(Arc::downgrade(
+                &shared,
+            ))));
         let weak = Arc::downgrade(&shared);
         crate::stats::metrics::start(move || {
             let Some(shared) = weak.upgrade() else {

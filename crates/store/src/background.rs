@@ -37,6 +37,7 @@ impl Store {
     /// table, so every record is looked at within about a second), and keeps going while more
     /// than a quarter of what it scans is expired, never holding a lock past `SLICE`.
     pub fn expire_round(&self) -> usize {
+        let round = Instant::now();
         let mut removed_total = 0;
         for index in 0..self.shard_count() {
             let cell = self.cell(index);
@@ -63,6 +64,59 @@ impl Store {
                 }
             }
         }
+        self.cycle_took(crate::Cycle::Expire, round.elapsed());
         removed_total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use crate::{now_ms, Author, Cycle, CycleObserver, Kind, Store, StoreConfig};
+
+    /// Remembers the cycles it is told about.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Cycle>>);
+
+    impl CycleObserver for Seen {
+        fn cycle_took(&self, cycle: Cycle, _took: Duration) {
+            self.0.lock().unwrap().push(cycle);
+        }
+    }
+
+    #[test]
+    fn expiry_rounds_and_evictions_are_timed_for_the_observer() {
+        let store = Store::new(StoreConfig {
+            shards: 4,
+            maxmemory: 64 * 1024,
+            evict: true,
+            background: false,
+        });
+        let seen = Arc::new(Seen::default());
+        store.set_cycle_observer(seen.clone());
+        let value = vec![7u8; 1000];
+        let past = now_ms() - 1;
+        for i in 0..20u32 {
+            store
+                .write(Author::SERVER, &i.to_le_bytes(), |e| {
+                    e.put(Kind::String, &value, Some(past), 0)
+                })
+                .unwrap();
+        }
+        assert!(!seen.0.lock().unwrap().contains(&Cycle::Expire));
+        store.expire_round();
+        assert!(seen.0.lock().unwrap().contains(&Cycle::Expire));
+        assert!(!seen.0.lock().unwrap().contains(&Cycle::Evict));
+        // Writing well past the limit makes writers evict.
+        for i in 0..200u32 {
+            store
+                .write(Author::SERVER, &(1000 + i).to_le_bytes(), |e| {
+                    e.put(Kind::String, &value, None, 0)
+                })
+                .unwrap();
+        }
+        assert!(seen.0.lock().unwrap().contains(&Cycle::Evict));
     }
 }

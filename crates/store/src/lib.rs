@@ -52,6 +52,21 @@ impl Author {
     pub const SERVER: Author = Author(0);
 }
 
+/// Work the store does on its own, timed for its owner (the server's latency monitor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cycle {
+    /// One round of active expiry over every shard.
+    Expire,
+    /// The eviction a write ran to make room under the memory limit.
+    Evict,
+}
+
+/// Told how long each [`Cycle`] took. Called on the thread that did the work (the expiry
+/// thread, or the writer that evicted), so it must be quick.
+pub trait CycleObserver: Send + Sync {
+    fn cycle_took(&self, cycle: Cycle, took: std::time::Duration);
+}
+
 /// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -164,6 +179,7 @@ pub struct Store {
     /// Bound of all backlogs together, and what they hold now.
     change_backlog: AtomicU64,
     backlog_used: AtomicI64,
+    cycle_observer: std::sync::OnceLock<Arc<dyn CycleObserver>>,
 }
 
 impl Store {
@@ -198,6 +214,7 @@ impl Store {
             sql: Mutex::new(Log::default()),
             change_backlog: AtomicU64::new(config.change_backlog),
             backlog_used: AtomicI64::new(0),
+            cycle_observer: std::sync::OnceLock::new(),
         });
         if config.background {
             background::spawn(&store, garbage);
@@ -210,6 +227,17 @@ impl Store {
     /// Installs the change tap (once); `set_listening` says whether it is called.
     pub fn set_tap(&self, tap: Arc<dyn ChangeTap>) {
         let _ = self.tap.set(tap);
+    }
+
+    /// Installs (once) the observer of the store's own work.
+    pub fn set_cycle_observer(&self, observer: Arc<dyn CycleObserver>) {
+        let _ = self.cycle_observer.set(observer);
+    }
+
+    pub(crate) fn cycle_took(&self, cycle: Cycle, took: std::time::Duration) {
+        if let Some(observer) = self.cycle_observer.get() {
+            observer.cycle_took(cycle, took);
+        }
     }
 
     pub fn set_listening(&self, on: bool) {

@@ -558,6 +558,15 @@ impl<'a> Entry<'a> {
         if !store.evict.load(Ordering::Relaxed) {
             return Err(OutOfMemory);
         }
+        let started = std::time::Instant::now();
+        let made = self.evict_until(fits);
+        store.cycle_took(crate::Cycle::Evict, started.elapsed());
+        made
+    }
+
+    /// Evicts until `fits`: from this shard first, then from others that are not busy.
+    fn evict_until(&mut self, fits: impl Fn(&Store) -> bool) -> Result<(), OutOfMemory> {
+        let store = self.store;
         let keep = match self.probe {
             Probe::Found(i) => Some(i),
             Probe::Vacant(_) => None,

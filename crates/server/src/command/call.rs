@@ -115,7 +115,8 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: Args<'_>, out: &mut Vec<
 }
 
 /// The command path. In order:
-/// 1. for a client's request: arity (RESP), auth (NOAUTH), RESP2 subscribed mode, the
+/// 1. for a client's request: arity (RESP), auth (NOAUTH), MONITOR mode (no keyspace
+///    commands), RESP2 subscribed mode, the
 ///    client's last command (CLIENT LIST `cmd=`), MULTI (queue it, or refuse a DEFERRED
 ///    command); a refused command counts as `rejected_calls` and dooms an open transaction;
 /// 2. key locking: a client's command with several keys locks their shards together (atomic
@@ -124,7 +125,7 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: Args<'_>, out: &mut Vec<
 ///    client as their author (`store::Author`, through `Db`);
 /// 4. statistics: commandstats `calls`/`usec`/`failed_calls` (an OOM refusal is
 ///    `rejected_calls`), errorstats;
-/// 5. `observe`: the slow log, MONITOR feed and latency.
+/// 5. `observe`: the MONITOR feed, the slow log and the latency monitor (`crate::observe`).
 ///
 /// Every path uses it: `dispatch` for RESP, the memcached front end with its own `Body` (each
 /// verb maps onto its table entry, `memcached::verbs`), EXEC with `Caller::Exec`. A Lua script
@@ -209,6 +210,10 @@ fn check<B: Body>(
     if !command.has(flags::NOAUTH) && conn.auth_pending(&shared.settings) {
         return Some("NOAUTH Authentication required.".into());
     }
+    // A monitoring connection may not touch the keyspace (as a Redis replica may not).
+    if conn.monitor && crate::observe::monitor::refuses(command) {
+        return Some(String::from_utf8_lossy(crate::observe::monitor::REFUSED).into_owned());
+    }
     if conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
         return Some(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -250,7 +255,7 @@ fn run<'s, B: Body>(
     body.run(command, db, shared, conn, out);
     let nanos = started.elapsed().as_nanos() as u64;
     count(command, nanos, B::error_in(&out[before..]));
-    observe(shared, conn, command, body, started, nanos);
+    observe(shared, conn, command, body, nanos);
 }
 
 /// Counts a command that ran (INFO commandstats / errorstats) from the error its reply
@@ -270,20 +275,15 @@ fn count(command: &'static Command, nanos: u64, error: Option<&[u8]>) {
     }
 }
 
-/// HOOK (helper "observe"): the slow log, the MONITOR feed and the latency monitor see every
-/// command here, after it ran, whatever its protocol or caller: `body.for_each_arg` gives its
-/// arguments as the command it maps onto (only call it when a consumer wants them), `nanos`
-/// its duration, `conn.client` who sent it.
+/// The operator's views (`crate::observe`): MONITOR, the slow log and the latency monitor see
+/// every command here, after it ran, whatever its protocol or caller; `body.for_each_arg`
+/// gives its arguments as the command it maps onto (called only when a view wants them).
 #[inline]
-fn observe<B: Body>(
-    shared: &Shared,
-    conn: &Conn,
-    command: &'static Command,
-    body: &B,
-    started: Instant,
-    nanos: u64,
-) {
-    let _ = (shared, conn, command, body, started, nanos);
+fn observe<B: Body>(shared: &Shared, conn: &Conn, command: &'static Command, body: &B, nanos: u64) {
+    let took = std::time::Duration::from_nanos(nanos);
+    crate::observe::after_call(shared, command, &conn.client, took, &|f| {
+        body.for_each_arg(f)
+    });
 }
 
 /// Client tracking: a tracked client's reads are remembered so that a change of the key sends

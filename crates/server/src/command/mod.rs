@@ -14,6 +14,7 @@ mod info;
 mod introspect;
 mod keys;
 mod pubsub;
+mod reset;
 mod server;
 mod spec;
 mod spec_table;
@@ -94,6 +95,8 @@ pub struct Conn {
     /// once per batch rather than per command.
     pub last_command: &'static str,
     published_command: &'static str,
+    /// MONITOR mode: receives every command run; may not touch the keyspace.
+    pub monitor: bool,
 }
 
 impl Conn {
@@ -115,6 +118,7 @@ impl Conn {
             reply_skip_next: false,
             last_command: "",
             published_command: "",
+            monitor: false,
         }
     }
 
@@ -152,7 +156,7 @@ impl Conn {
         }
         let st = &self.client.state;
         // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, and BLOCKED around deferred commands.
-        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED);
+        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED | MONITOR);
         let subscribed = !(self.channels.is_empty() && self.patterns.is_empty());
         for (on, bit) in [
             (subscribed, PUBSUB),
@@ -193,6 +197,9 @@ impl Conn {
             .store(0, std::sync::atomic::Ordering::Relaxed);
         if let Some(state) = self.tracking.take() {
             shared.tracking.disable(&state.tracker);
+        }
+        if self.monitor {
+            shared.observe.monitors.remove(self.client.id);
         }
     }
 }

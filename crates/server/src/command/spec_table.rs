@@ -88,6 +88,14 @@ pub static SPECS: &[Spec] = &[
         subcommands: &[],
     },
     Spec {
+        name: "reset", flags: &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], acl: &["@fast", "@connection"], tips: &[],
+        key_specs: &[],
+        group: "connection", since: "6.2.0", complexity: "O(1)",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
         name: "select", flags: &["loading", "stale", "fast"], acl: &["@fast", "@connection"], tips: &[],
         key_specs: &[],
         group: "connection", since: "1.0.0", complexity: "O(1)",

@@ -34,9 +34,19 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
     // connection's state alive, and it is dropped if the client is gone by its turn.
     let client = Arc::downgrade(&ctx.conn.client);
     let watched = client.clone();
-    let gone: sql::Gone = Box::new(move || match watched.upgrade() {
-        None => true,
-        Some(c) => peer_gone(c.fd),
+    // SLOWLOG and LATENCY (`sql`) time the statement from when the engine picks it up.
+    let observed = super::lookup(ctx.arg(0)).and_then(|command| {
+        crate::observe::DeferredCall::new(ctx.shared, command, ctx.args, &ctx.conn.client)
+    });
+    let timer = observed.clone();
+    let gone: sql::Gone = Box::new(move || {
+        if let Some(t) = &timer {
+            t.started();
+        }
+        match watched.upgrade() {
+            None => true,
+            Some(c) => peer_gone(c.fd),
+        }
     });
     let version = ctx.conn.version;
     ctx.conn.waiting = true;
@@ -44,6 +54,9 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
         request,
         Some(gone),
         Box::new(move |result| {
+            if let Some(o) = &observed {
+                o.done();
+            }
             let Some(client) = client.upgrade() else {
                 return;
             };

@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::flags::*;
-use super::{hashes, info, introspect, keys, pubsub, server, sql, strings, tags, txn, Handler};
+use super::{
+    hashes, info, introspect, keys, pubsub, reset, server, sql, strings, tags, txn, Handler,
+};
+use crate::observe::{latency, monitor, slowlog};
 
 pub struct Command {
     pub name: &'static str,
@@ -88,6 +91,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("hello", -1, FAST | NOAUTH, NONE, server::hello, "Handshakes with the server, choosing RESP2 or RESP3."),
     cmd("auth", -2, FAST | NOAUTH, NONE, server::auth, "Authenticates the connection."),
     cmd("quit", -1, FAST | NOAUTH | NOQUEUE | PUBSUB, NONE, server::quit, "Closes the connection."),
+    cmd("reset", 1, FAST | NOAUTH | NOQUEUE | PUBSUB, NONE, reset::reset, "Resets the connection's state (MONITOR, MULTI, subscriptions, tracking...)."),
     cmd("select", 2, FAST, NONE, server::select, "Changes the selected database (only 0 exists)."),
     cmd("info", -1, 0, NONE, info::info, "Returns information and statistics about the server."),
     cmd("role", 1, FAST, NONE, info::role, "Returns the replication role."),
@@ -95,6 +99,9 @@ pub static COMMANDS: &[Command] = &[
     cmd("client", -2, 0, NONE, server::client, "CLIENT ID / SETNAME / GETNAME / LIST / INFO / KILL / SETINFO."),
     cmd("command", -1, 0, NONE, introspect::command, "Returns details about commands."),
     cmd("time", 1, FAST, NONE, server::time, "Returns the server time."),
+    cmd("monitor", 1, ADMIN, NONE, monitor::command, "Listens for all commands the server runs, in real time."),
+    cmd("slowlog", -2, ADMIN, NONE, slowlog::command, "SLOWLOG GET / LEN / RESET: the slowest recent commands."),
+    cmd("latency", -2, ADMIN, NONE, latency::command, "LATENCY LATEST / HISTORY / RESET: latency samples per event."),
     cmd("dbsize", 1, RF | KEYSPACE, NONE, keys::dbsize, "Returns the number of keys."),
     cmd("flushall", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys."),
     cmd("flushdb", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys of the (only) database."),

@@ -130,11 +130,22 @@ pub(crate) fn for_each_arg(request: &Request<'_>, f: &mut dyn FnMut(&[u8])) {
             keys.clone().for_each(&mut *f);
         }
         Request::Store {
-            kind, key, data, ..
+            kind,
+            key,
+            flags,
+            exptime,
+            data,
+            cas_unique,
+            ..
         } => {
+            // In memcached's order, the data block in place of its length; `add` and
+            // `replace`, which count as SET, end as SET's NX / XX would.
             f(key);
+            num(i64::from(*flags), f);
+            num(*exptime, f);
             f(data);
             match kind {
+                StoreKind::Cas => num(*cas_unique as i64, f),
                 StoreKind::Add => f(b"NX"),
                 StoreKind::Replace => f(b"XX"),
                 _ => {}
@@ -209,7 +220,24 @@ mod tests {
     #[test]
     fn requests_show_as_their_mapped_command() {
         assert_eq!(shown(b"get a b\r\n"), ["mget", "a", "b"]);
-        assert_eq!(shown(b"add k 5 0 2\r\nhi\r\n"), ["set", "k", "hi", "NX"]);
+        assert_eq!(
+            shown(b"add k 5 0 2\r\nhi\r\n"),
+            ["set", "k", "5", "0", "hi", "NX"]
+        );
+        assert_eq!(
+            shown(b"set k 5 60 1 noreply\r\nv\r\n"),
+            ["set", "k", "5", "60", "v"]
+        );
+        assert_eq!(
+            shown(b"replace k 0 0 1\r\nv\r\n"),
+            ["set", "k", "0", "0", "v", "XX"]
+        );
+        assert_eq!(
+            shown(b"cas k 0 0 1 77\r\nv\r\n"),
+            ["cas", "k", "0", "0", "v", "77"]
+        );
+        assert_eq!(shown(b"delete k\r\n"), ["del", "k"]);
+        assert_eq!(shown(b"mg k v t\r\n"), ["mg", "k", "v", "t"]);
         assert_eq!(shown(b"incr n 42\r\n"), ["incrby", "n", "42"]);
         assert_eq!(shown(b"touch k -1\r\n"), ["expire", "k", "-1"]);
         assert_eq!(
