@@ -79,9 +79,7 @@ impl Shared {
         // The store's expiry rounds and evictions, timed for LATENCY.
         shared
             .store
-            .set_cycle_observer(Arc::new(crate::observe::StoreCycles(Arc::downgrade(
-                &shared,
-            ))));
+            .set_cycle_observer(Arc::new(StoreCycles(Arc::downgrade(&shared))));
         let weak = Arc::downgrade(&shared);
         crate::stats::metrics::start(move || {
             let Some(shared) = weak.upgrade() else {
@@ -107,4 +105,28 @@ pub fn used_memory(shared: &Shared) -> u64 {
     shared.store.used_memory()
         + shared.store.external_memory()
         + shared.store.change_backlog_memory()
+}
+
+/// Reports the store's own work (expiry rounds, eviction) to the latency monitor. Holds the
+/// server weakly: the store must not keep the server alive.
+pub struct StoreCycles(pub std::sync::Weak<Shared>);
+
+impl store::CycleObserver for StoreCycles {
+    fn cycle_took(&self, cycle: store::Cycle, took: std::time::Duration) {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        let threshold = shared
+            .settings
+            .latency_monitor_threshold
+            .load(Ordering::Relaxed);
+        let event = match cycle {
+            store::Cycle::Expire => crate::observe::latency::EXPIRE_CYCLE,
+            store::Cycle::Evict => crate::observe::latency::EVICTION_CYCLE,
+        };
+        shared
+            .observe
+            .latency
+            .sample_if_needed(threshold, event, took.as_millis() as u64);
+    }
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["protocol", "config", "stats", "keyspace"],
     &["clients"],
-    &["pubsub"],
+    &["pubsub", "observe"],
     &["tracking"],
     &["shared"],
     &["command"],

@@ -93,6 +93,7 @@ mod tests {
             maxmemory: 64 * 1024,
             evict: true,
             background: false,
+            ..StoreConfig::default()
         });
         let seen = Arc::new(Seen::default());
         store.set_cycle_observer(seen.clone());

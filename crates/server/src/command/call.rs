@@ -211,8 +211,8 @@ fn check<B: Body>(
         return Some("NOAUTH Authentication required.".into());
     }
     // A monitoring connection may not touch the keyspace (as a Redis replica may not).
-    if conn.monitor && crate::observe::monitor::refuses(command) {
-        return Some(String::from_utf8_lossy(crate::observe::monitor::REFUSED).into_owned());
+    if conn.monitor && super::observe_hook::refuses(command) {
+        return Some(String::from_utf8_lossy(super::observe_hook::REFUSED).into_owned());
     }
     if conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
         return Some(format!(
@@ -281,7 +281,7 @@ fn count(command: &'static Command, nanos: u64, error: Option<&[u8]>) {
 #[inline]
 fn observe<B: Body>(shared: &Shared, conn: &Conn, command: &'static Command, body: &B, nanos: u64) {
     let took = std::time::Duration::from_nanos(nanos);
-    crate::observe::after_call(shared, command, &conn.client, took, &|f| {
+    super::observe_hook::after_call(shared, command, &conn.client, took, &|f| {
         body.for_each_arg(f)
     });
 }

@@ -13,6 +13,8 @@ mod hashes;
 mod info;
 mod introspect;
 mod keys;
+mod observe_cmd;
+pub(crate) mod observe_hook;
 mod pubsub;
 mod reset;
 mod server;

@@ -36,7 +36,7 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
     let watched = client.clone();
     // SLOWLOG and LATENCY (`sql`) time the statement from when the engine picks it up.
     let observed = super::lookup(ctx.arg(0)).and_then(|command| {
-        crate::observe::DeferredCall::new(ctx.shared, command, ctx.args, &ctx.conn.client)
+        super::observe_hook::DeferredCall::new(ctx.shared, command, ctx.args, &ctx.conn.client)
     });
     let timer = observed.clone();
     let gone: sql::Gone = Box::new(move || {

@@ -6,9 +6,9 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    hashes, info, introspect, keys, pubsub, reset, server, sql, strings, tags, txn, Handler,
+    hashes, info, introspect, keys, observe_cmd, pubsub, reset, server, sql, strings, tags, txn,
+    Handler,
 };
-use crate::observe::{latency, monitor, slowlog};
 
 pub struct Command {
     pub name: &'static str,
@@ -99,9 +99,9 @@ pub static COMMANDS: &[Command] = &[
     cmd("client", -2, 0, NONE, server::client, "CLIENT ID / SETNAME / GETNAME / LIST / INFO / KILL / SETINFO."),
     cmd("command", -1, 0, NONE, introspect::command, "Returns details about commands."),
     cmd("time", 1, FAST, NONE, server::time, "Returns the server time."),
-    cmd("monitor", 1, ADMIN, NONE, monitor::command, "Listens for all commands the server runs, in real time."),
-    cmd("slowlog", -2, ADMIN, NONE, slowlog::command, "SLOWLOG GET / LEN / RESET: the slowest recent commands."),
-    cmd("latency", -2, ADMIN, NONE, latency::command, "LATENCY LATEST / HISTORY / RESET: latency samples per event."),
+    cmd("monitor", 1, ADMIN, NONE, observe_cmd::monitor, "Listens for all commands the server runs, in real time."),
+    cmd("slowlog", -2, ADMIN, NONE, observe_cmd::slowlog, "SLOWLOG GET / LEN / RESET: the slowest recent commands."),
+    cmd("latency", -2, ADMIN, NONE, observe_cmd::latency, "LATENCY LATEST / HISTORY / RESET: latency samples per event."),
     cmd("dbsize", 1, RF | KEYSPACE, NONE, keys::dbsize, "Returns the number of keys."),
     cmd("flushall", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys."),
     cmd("flushdb", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys of the (only) database."),

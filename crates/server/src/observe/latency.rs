@@ -11,9 +11,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use parking_lot::Mutex;
-use resp::reply;
-
-use crate::command::Ctx;
 
 pub const COMMAND: &str = "command";
 pub const FAST_COMMAND: &str = "fast-command";
@@ -97,88 +94,9 @@ impl LatencyMonitor {
     }
 }
 
-/// LATENCY LATEST | HISTORY event | RESET [event ...] | GRAPH event | DOCTOR | HELP.
-pub fn command(ctx: &mut Ctx<'_, '_>) {
-    let monitor = &ctx.shared.observe.latency;
-    let sub = crate::command::lower(ctx.arg(1));
-    match (sub.as_str(), ctx.argc()) {
-        ("latest", 2) => {
-            let latest = monitor.latest();
-            ctx.array(latest.len());
-            for (name, sample, max) in latest {
-                ctx.array(4);
-                ctx.bulk(name.as_bytes());
-                ctx.int(sample.time as i64);
-                ctx.int(sample.latency as i64);
-                ctx.int(max as i64);
-            }
-        }
-        ("history", 3) => {
-            let samples = monitor.history(ctx.arg(2)).unwrap_or_default();
-            ctx.array(samples.len());
-            for s in samples {
-                ctx.array(2);
-                ctx.int(s.time as i64);
-                ctx.int(s.latency as i64);
-            }
-        }
-        ("reset", n) if n >= 2 => {
-            let resets = if n == 2 {
-                monitor.reset(None)
-            } else {
-                (2..n).map(|i| monitor.reset(Some(ctx.arg(i)))).sum()
-            };
-            ctx.int(resets as i64)
-        }
-        ("graph", 3) => match monitor.history(ctx.arg(2)) {
-            Some(samples) => {
-                let text = graph(&String::from_utf8_lossy(ctx.arg(2)), &samples);
-                reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version)
-            }
-            None => {
-                let msg = format!(
-                    "ERR No samples available for event '{}'",
-                    String::from_utf8_lossy(ctx.arg(2))
-                );
-                ctx.err(msg.as_bytes())
-            }
-        },
-        ("doctor", 2) => {
-            let threshold = ctx
-                .shared
-                .settings
-                .latency_monitor_threshold
-                .load(std::sync::atomic::Ordering::Relaxed);
-            let text = doctor(threshold, &monitor.latest());
-            reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version)
-        }
-        ("help", 2) => super::help(
-            ctx,
-            "LATENCY",
-            &[
-                "DOCTOR",
-                "    Return a human readable latency analysis report.",
-                "GRAPH <event>",
-                "    Return an ASCII latency graph for the <event> class.",
-                "HISTORY <event>",
-                "    Return time-latency samples for the <event> class.",
-                "LATEST",
-                "    Return the latest latency samples for all events.",
-                "RESET [<event> ...]",
-                "    Reset latency data of one or more <event> classes.",
-                "    (default: reset all data for all event classes)",
-            ],
-        ),
-        ("latest" | "history" | "graph" | "doctor" | "help", _) => {
-            super::wrong_arity(ctx, "latency")
-        }
-        _ => super::bad_subcommand(ctx, "LATENCY"),
-    }
-}
-
 /// A short text graph of an event's samples: one row per sample, oldest first, a bar as long
 /// as the sample is high relative to the highest.
-fn graph(event: &str, samples: &[Sample]) -> String {
+pub fn graph(event: &str, samples: &[Sample]) -> String {
     let high = samples.iter().map(|s| s.latency).max().unwrap_or(0);
     let low = samples.iter().map(|s| s.latency).min().unwrap_or(0);
     let mut text = format!("{event} - high {high} ms, low {low} ms\n");
@@ -196,7 +114,7 @@ fn graph(event: &str, samples: &[Sample]) -> String {
 }
 
 /// LATENCY DOCTOR: whether the monitor is on, then one line per event.
-fn doctor(threshold_ms: u64, latest: &[(&'static str, Sample, u64)]) -> String {
+pub fn doctor(threshold_ms: u64, latest: &[(&'static str, Sample, u64)]) -> String {
     if threshold_ms == 0 {
         return "Latency monitoring is disabled on this server. Enable it with \
                 CONFIG SET latency-monitor-threshold <milliseconds>.\n"

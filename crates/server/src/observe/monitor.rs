@@ -7,17 +7,14 @@
 //! cut there; one whose thread is slow to take its mail is cut when its mailbox passes the
 //! same limit. Either way the client that ran the command never waits for a monitor.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::RwLock;
 
-use crate::clients::{client_flags, ClientInfo};
-use crate::command::{flags, Command, Ctx};
-use crate::shared::Shared;
-
-use super::REDACTED;
+use crate::clients::ClientInfo;
+use crate::config::OutputLimits;
 
 /// Mailbox bytes a monitor may have waiting when the pubsub class has no limit at all.
 const UNLIMITED_CLASS_MAILBOX: usize = 1 << 30;
@@ -51,10 +48,18 @@ impl Monitors {
     }
 
     /// Shows `args`, run by `client`, to every monitor.
-    pub fn feed(&self, shared: &Shared, client: &ClientInfo, args: &[&[u8]]) {
+    /// `limits`: the output-buffer limits in force (a monitor is of the pubsub class);
+    /// `disconnections` counts the monitors cut (INFO `client_output_limit_disconnections`).
+    pub fn feed(
+        &self,
+        limits: &OutputLimits,
+        disconnections: &AtomicU64,
+        client: &ClientInfo,
+        args: &[&[u8]],
+    ) {
         let mut text = Vec::with_capacity(64);
         line(&mut text, unix_micros(), client, args);
-        let limit = mailbox_limit(shared);
+        let limit = mailbox_limit(limits);
         let mut over = Vec::new();
         for monitor in self.list.read().iter() {
             if monitor.closed() || monitor.killed() {
@@ -66,10 +71,7 @@ impl Monitors {
                     addr = %monitor.addr,
                     "monitor closed for overcoming its output buffer limit"
                 );
-                shared
-                    .stats
-                    .client_output_limit_disconnections
-                    .fetch_add(1, Relaxed);
+                disconnections.fetch_add(1, Relaxed);
                 monitor.kill();
                 over.push(monitor.id);
             }
@@ -82,8 +84,7 @@ impl Monitors {
 
 /// The most bytes a monitor's mailbox may hold: the pubsub class's hard limit (else its soft
 /// one), as its output buffer would.
-fn mailbox_limit(shared: &Shared) -> usize {
-    let limits = shared.settings.output_limits.read();
+fn mailbox_limit(limits: &OutputLimits) -> usize {
     match (limits.pubsub.hard, limits.pubsub.soft) {
         (0, 0) => UNLIMITED_CLASS_MAILBOX,
         (0, soft) => soft as usize,
@@ -91,7 +92,7 @@ fn mailbox_limit(shared: &Shared) -> usize {
     }
 }
 
-fn unix_micros() -> u64 {
+pub fn unix_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
@@ -155,91 +156,9 @@ pub fn quoted(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'"');
 }
 
-/// Whether monitors do not see `command` at all: administrative commands (Redis's ADMIN flag:
-/// CONFIG, MONITOR, SLOWLOG, LATENCY, and CLIENT's KILL, LIST, PAUSE, UNPAUSE, NO-EVICT,
-/// UNBLOCK), which may show secrets or are too frequent to be of interest.
-pub fn hidden(command: &Command, subcommand: Option<&[u8]>) -> bool {
-    if command.has(flags::ADMIN) {
-        return true;
-    }
-    command.name == "client"
-        && subcommand.is_some_and(|sub| {
-            ["kill", "list", "pause", "unpause", "no-evict", "unblock"]
-                .iter()
-                .any(|s| sub.eq_ignore_ascii_case(s.as_bytes()))
-        })
-}
-
-/// The arguments as monitors and the slow log show them: secrets replaced by `(redacted)`, as
-/// Redis's `redactClientCommandArgument` does for AUTH, HELLO ... AUTH and CONFIG SET
-/// requirepass.
-pub fn redacted<'a>(command: &Command, args: impl Iterator<Item = &'a [u8]>) -> Vec<&'a [u8]> {
-    let mut args: Vec<&[u8]> = args.collect();
-    match command.name {
-        // AUTH [user] password; with more arguments it fails before redacting, as in Redis.
-        "auth" if args.len() <= 3 => {
-            for arg in args.iter_mut().skip(1) {
-                *arg = REDACTED;
-            }
-        }
-        // HELLO [protover [AUTH user password] [SETNAME name]]: options until the first bad one.
-        "hello" => {
-            let mut j = 2;
-            while j < args.len() {
-                let more = args.len() - 1 - j;
-                if args[j].eq_ignore_ascii_case(b"auth") && more >= 2 {
-                    args[j + 1] = REDACTED;
-                    args[j + 2] = REDACTED;
-                    j += 3;
-                } else if args[j].eq_ignore_ascii_case(b"setname") && more >= 1 {
-                    j += 2;
-                } else {
-                    break;
-                }
-            }
-        }
-        "config" if args.len() > 1 && args[1].eq_ignore_ascii_case(b"set") => {
-            for j in (2..args.len().saturating_sub(1)).step_by(2) {
-                if args[j].eq_ignore_ascii_case(b"requirepass") {
-                    args[j + 1] = REDACTED;
-                }
-            }
-        }
-        _ => {}
-    }
-    args
-}
-
-/// Whether a monitoring client may not run `command`: like a Redis replica, it may not touch
-/// the keyspace (reads, writes, PUBLISH).
-pub fn refuses(command: &Command) -> bool {
-    command.has(flags::READONLY | flags::WRITE) || command.name == "publish"
-}
-
-/// The error a monitoring client gets for a command that touches the keyspace.
-pub const REFUSED: &[u8] = b"ERR Replica can't interact with the keyspace";
-
-/// MONITOR: from now on, this connection receives a line for every command run.
-pub fn command(ctx: &mut Ctx<'_, '_>) {
-    if matches!(ctx.db, store::Db::Locked(_)) {
-        // Inside EXEC, where Redis denies commands that would block the client.
-        return ctx.err(b"ERR MONITOR isn't allowed for DENY BLOCKING client");
-    }
-    if ctx.conn.monitor {
-        // Already monitoring: ignored, as Redis does (no reply).
-        return;
-    }
-    ctx.conn.monitor = true;
-    let client = ctx.conn.client.clone();
-    client.state.flags.fetch_or(client_flags::MONITOR, Relaxed);
-    ctx.shared.observe.monitors.add(client);
-    ctx.ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::{lookup, Args};
     use crate::protocol::Protocol;
 
     fn client(addr: &str, laddr: &str) -> ClientInfo {
@@ -264,112 +183,5 @@ mod tests {
         let mut out = Vec::new();
         line(&mut out, 5, &unix, &[b""]);
         assert_eq!(out, b"+0.000005 [0 unix:/tmp/c.sock] \"\"\r\n");
-    }
-
-    #[test]
-    fn a_monitor_whose_mail_piles_up_is_cut_at_the_pubsub_limit() {
-        let shared = Shared::new(crate::config::Config::default());
-        *shared.settings.output_limits.write() =
-            crate::config::OutputLimits::parse("pubsub 1000 0 0").unwrap();
-        // A monitor whose thread never takes its mail (no connection behind it).
-        let monitor = Arc::new(ClientInfo::detached(7, Protocol::Resp));
-        let monitors = &shared.observe.monitors;
-        monitors.add(monitor.clone());
-        assert!(monitors.active());
-        let writer = client("127.0.0.1:5555", "127.0.0.1:6380");
-        let value = [b'v'; 50];
-        let args: [&[u8]; 3] = [b"set", b"k", &value];
-        let mut one = Vec::new();
-        line(&mut one, unix_micros(), &writer, &args);
-        assert_eq!(one.len(), 102);
-        for _ in 0..9 {
-            monitors.feed(&shared, &writer, &args);
-        }
-        assert!(
-            monitors.active() && !monitor.killed(),
-            "918 bytes: under the limit"
-        );
-        monitors.feed(&shared, &writer, &args);
-        assert!(monitor.killed(), "1020 bytes: over it");
-        assert!(!monitors.active());
-        let cut = &shared.stats.client_output_limit_disconnections;
-        assert_eq!(cut.load(Relaxed), 1);
-        // Nothing more is posted to it.
-        assert_eq!(monitor.take_mail().bytes.len(), 1020);
-        monitors.feed(&shared, &writer, &[b"get", b"k"]);
-        assert_eq!(monitor.take_mail().bytes.len(), 0);
-    }
-
-    #[test]
-    fn secrets_are_redacted() {
-        let show = |name: &str, args: &[&'static str]| -> Vec<String> {
-            let command = lookup(name.as_bytes()).unwrap();
-            redacted(command, args.iter().map(|a| a.as_bytes()))
-                .into_iter()
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect()
-        };
-        assert_eq!(show("auth", &["AUTH", "pw"]), ["AUTH", "(redacted)"]);
-        assert_eq!(
-            show("auth", &["auth", "u", "pw"]),
-            ["auth", "(redacted)", "(redacted)"]
-        );
-        assert_eq!(
-            show("auth", &["auth", "a", "b", "c"]),
-            ["auth", "a", "b", "c"]
-        );
-        assert_eq!(
-            show("hello", &["HELLO", "3", "SETNAME", "n", "auth", "u", "p"]),
-            [
-                "HELLO",
-                "3",
-                "SETNAME",
-                "n",
-                "auth",
-                "(redacted)",
-                "(redacted)"
-            ]
-        );
-        assert_eq!(
-            show(
-                "config",
-                &["config", "set", "maxclients", "5", "REQUIREPASS", "s"]
-            ),
-            [
-                "config",
-                "set",
-                "maxclients",
-                "5",
-                "REQUIREPASS",
-                "(redacted)"
-            ]
-        );
-        assert_eq!(show("get", &["get", "auth"]), ["get", "auth"]);
-    }
-
-    #[test]
-    fn admin_commands_are_hidden() {
-        let hide = |args: &[&[u8]]| {
-            let ranges: Vec<_> = {
-                let mut at = 0;
-                args.iter()
-                    .map(|a| {
-                        at += a.len();
-                        at - a.len()..at
-                    })
-                    .collect()
-            };
-            let buf = args.concat();
-            let args = Args::new(&buf, &ranges);
-            hidden(
-                lookup(args.get(0)).unwrap(),
-                (args.len() > 1).then(|| args.get(1)),
-            )
-        };
-        assert!(hide(&[b"config", b"get", b"x"]));
-        assert!(hide(&[b"client", b"LIST"]));
-        assert!(hide(&[b"client", b"kill", b"1.2.3.4:5"]));
-        assert!(!hide(&[b"client", b"setname", b"x"]));
-        assert!(!hide(&[b"get", b"k"]));
     }
 }

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use parking_lot::Mutex;
 
 use crate::clients::ClientInfo;
-use crate::command::{parse_i64, Ctx};
 
 /// Arguments an entry keeps: the first 31, then `... (N more arguments)` (Redis's
 /// SLOWLOG_ENTRY_MAX_ARGC).
@@ -17,7 +16,7 @@ pub const MAX_ARGS: usize = 32;
 /// Bytes an argument keeps, then `... (N more bytes)` (SLOWLOG_ENTRY_MAX_STRING).
 pub const MAX_ARG_BYTES: usize = 128;
 /// Entries SLOWLOG GET returns without a count.
-const DEFAULT_COUNT: usize = 10;
+pub const DEFAULT_COUNT: usize = 10;
 
 /// One slow command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,64 +102,6 @@ impl SlowLog {
     /// The `count` newest entries.
     pub fn latest(&self, count: usize) -> Vec<Entry> {
         self.entries.lock().iter().take(count).cloned().collect()
-    }
-}
-
-/// SLOWLOG GET [count] | LEN | RESET | HELP.
-pub fn command(ctx: &mut Ctx<'_, '_>) {
-    let log = &ctx.shared.observe.slowlog;
-    let sub = crate::command::lower(ctx.arg(1));
-    match (sub.as_str(), ctx.argc()) {
-        ("help", 2) => super::help(
-            ctx,
-            "SLOWLOG",
-            &[
-                "GET [<count>]",
-                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-                "    Entries are made of:",
-                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
-                "    client name",
-                "LEN",
-                "    Return the length of the slowlog.",
-                "RESET",
-                "    Reset the slowlog.",
-            ],
-        ),
-        ("reset", 2) => {
-            log.reset();
-            ctx.ok()
-        }
-        ("len", 2) => ctx.int(log.len() as i64),
-        ("get", 2 | 3) => {
-            let count = if ctx.argc() == 3 {
-                match parse_i64(ctx.arg(2)) {
-                    Some(-1) => usize::MAX,
-                    Some(n) if n >= 0 => n as usize,
-                    _ => return ctx.err(b"ERR count should be greater than or equal to -1"),
-                }
-            } else {
-                DEFAULT_COUNT
-            };
-            let entries = log.latest(count);
-            ctx.array(entries.len());
-            for e in &entries {
-                ctx.array(6);
-                ctx.int(e.id as i64);
-                ctx.int(e.time as i64);
-                ctx.int(e.micros as i64);
-                ctx.array(e.args.len());
-                for arg in &e.args {
-                    ctx.bulk(arg);
-                }
-                ctx.bulk(e.addr.as_bytes());
-                ctx.bulk(&e.name);
-            }
-        }
-        ("get", _) => ctx.err(
-            b"ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
-        ),
-        ("help" | "reset" | "len", _) => super::wrong_arity(ctx, "slowlog"),
-        _ => super::bad_subcommand(ctx, "SLOWLOG"),
     }
 }
 
