@@ -324,15 +324,19 @@ fn command_docs(ctx: &mut Ctx<'_, '_>, c: &Command) {
         !s.history.is_empty(),
         !s.subcommands.is_empty(),
     ];
-    ctx.map(4 + optional.iter().filter(|&&o| o).count());
+    // Redis leaves out a complexity it has none for (MONITOR).
+    let complexity = !s.complexity.is_empty();
+    ctx.map(3 + usize::from(complexity) + optional.iter().filter(|&&o| o).count());
     for (field, value) in [
         ("summary", c.summary),
         ("since", s.since),
         ("group", s.group),
         ("complexity", s.complexity),
     ] {
-        ctx.bulk(field.as_bytes());
-        ctx.bulk(value.as_bytes());
+        if !value.is_empty() || field != "complexity" {
+            ctx.bulk(field.as_bytes());
+            ctx.bulk(value.as_bytes());
+        }
     }
     if !s.doc_flags.is_empty() {
         ctx.bulk(b"doc_flags");
