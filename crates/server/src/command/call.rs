@@ -167,7 +167,9 @@ pub fn call<'s, B: Body>(
     let deferred = command.has(flags::DEFERRED);
     if deferred {
         // Marked blocked (CLIENT LIST `b`, INFO blocked_clients) before the work is handed
-        // out, so the reply's arrival (`ClientInfo::post`) always clears it after.
+        // out, so the reply's arrival (`ClientInfo::post`) always clears it after; and the
+        // command published first, so a client listed as blocked shows what it waits on.
+        conn.publish_last_command();
         conn.client.state.flags.fetch_or(BLOCKED, Relaxed);
     }
     let store = &*shared.store;

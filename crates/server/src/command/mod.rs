@@ -147,15 +147,20 @@ impl Conn {
         self.version == Version::Resp2 && !(self.channels.is_empty() && self.patterns.is_empty())
     }
 
+    /// Publishes the last command (CLIENT LIST `cmd=`) if it changed since it was last published.
+    pub fn publish_last_command(&mut self) {
+        if !std::ptr::eq(self.last_command, self.published_command) {
+            self.client.set_last_command(self.last_command);
+            self.published_command = self.last_command;
+        }
+    }
+
     /// Publishes what CLIENT LIST and INFO show of this connection's state (read by other
     /// threads): after each batch of commands, and before the client lists itself.
     pub fn publish_state(&mut self) {
         use crate::clients::client_flags::*;
         use std::sync::atomic::Ordering::Relaxed;
-        if !std::ptr::eq(self.last_command, self.published_command) {
-            self.client.set_last_command(self.last_command);
-            self.published_command = self.last_command;
-        }
+        self.publish_last_command();
         let st = &self.client.state;
         // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, and BLOCKED around deferred commands.
         let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED | MONITOR);
