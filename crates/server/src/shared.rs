@@ -55,7 +55,11 @@ impl Shared {
             ..sql::SqlConfig::default()
         };
         let sql = match sql::SqlEngine::new(sql_config) {
-            Ok(engine) => Some(engine),
+            Ok(engine) => {
+                // SQL tables change in the change stream too (their own log).
+                engine.set_change_sink(Arc::new(crate::sql_changes::SqlChanges(store.clone())));
+                Some(engine)
+            }
             Err(e) => {
                 tracing::error!("SQL engine did not start: {e}");
                 None

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// first layer's modules name none). docs/architecture.md says what each layer is. A module
 /// that is in no layer yet is only checked for cycles.
 const LAYERS: &[&[&str]] = &[
-    &["protocol", "config", "stats", "keyspace"],
+    &["protocol", "config", "stats", "keyspace", "sql_changes"],
     &["clients"],
     &["pubsub", "observe"],
     &["tracking"],

@@ -386,6 +386,12 @@ fn expire_batch(
         }
         Ok(())
     })?;
+    for (rid, _) in &victims {
+        shared.tell(|| crate::SqlChange::Expired {
+            table: &t.name,
+            rowid: *rid,
+        });
+    }
     let c = &shared.counters;
     for (_, rule) in &victims {
         match rule {

@@ -27,6 +27,7 @@
 //! - Errors carry the client-facing text in [`SqlError::message`]; [`ErrorKind`] classifies it.
 
 mod catalog;
+mod changes;
 mod conn;
 mod error;
 mod exec;
@@ -40,6 +41,7 @@ mod shared;
 mod types;
 mod worker;
 
+pub use changes::{ChangeSink, SqlChange};
 pub use error::{ErrorKind, SqlError};
 pub use types::{ColumnInfo, ExpiryRules, Reply, Request, SqlStats, Value};
 
@@ -89,6 +91,10 @@ pub type Done = Box<dyn FnOnce(Result<Reply, SqlError>) + Send>;
 /// Tells whether the client behind a request has gone (disconnected): its queued work is then
 /// dropped instead of run, and `done` gets an [`ErrorKind::Cancelled`] error.
 pub type Gone = Box<dyn Fn() -> bool + Send>;
+
+/// Who sent a request (the server's client id; 0 for the engine's owner itself), as the change
+/// sink is told ([`SqlChange`]).
+pub type Origin = u64;
 
 pub struct SqlEngine {
     shared: Arc<Shared>,
@@ -165,26 +171,34 @@ impl SqlEngine {
     /// beyond queueing. After [`shutdown`](Self::shutdown), `done` is called at once, on the
     /// caller's thread, with an [`ErrorKind::Shutdown`] error.
     pub fn submit(&self, request: Request, done: Done) {
-        self.submit_for(request, None, done)
+        self.submit_for(request, 0, None, done)
     }
 
     /// [`submit`](Self::submit) for a client that may go away while the request queues:
     /// `gone` is asked before the request runs, and a gone client's request is dropped.
-    /// Queries known to run long (by their SQL text) wait in the readers' heavy lane.
-    pub fn submit_for(&self, request: Request, gone: Option<Gone>, done: Done) {
+    /// Queries known to run long (by their SQL text) wait in the readers' heavy lane. `origin`
+    /// names the sender to the change sink.
+    pub fn submit_for(&self, request: Request, origin: Origin, gone: Option<Gone>, done: Done) {
         let shared = &self.shared;
         let pushed = match &request {
-            Request::Exec { .. } | Request::Expire { rules: Some(_), .. } => {
-                shared.writer.push(Job::Request(request, done, gone))
-            }
-            Request::Query { sql, .. } if shared.heavy.is_heavy(shared.heavy.key(sql)) => {
-                shared.readers.push_heavy(Job::Request(request, done, gone))
-            }
-            _ => shared.readers.push(Job::Request(request, done, gone)),
+            Request::Exec { .. } | Request::Expire { rules: Some(_), .. } => shared
+                .writer
+                .push(Job::Request(request, done, gone, origin)),
+            Request::Query { sql, .. } if shared.heavy.is_heavy(shared.heavy.key(sql)) => shared
+                .readers
+                .push_heavy(Job::Request(request, done, gone, origin)),
+            _ => shared
+                .readers
+                .push(Job::Request(request, done, gone, origin)),
         };
         if let Err(job) = pushed {
             job.abandon();
         }
+    }
+
+    /// Installs (once) the sink told of every change the writer makes.
+    pub fn set_change_sink(&self, sink: Arc<dyn ChangeSink>) {
+        let _ = self.shared.changes.set(sink);
     }
 
     /// Blocking convenience over [`submit`](Self::submit) (tests, tools).

@@ -10,12 +10,12 @@ use std::sync::atomic::{
 use std::sync::{mpsc, Arc};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-pub(crate) use crate::{Done, Gone};
+pub(crate) use crate::{Done, Gone, Origin};
 
 pub(crate) enum Job {
-    /// A client's request, with the callback for its result and, when the client can go away
-    /// before its turn, the test for that (such work is dropped, not run).
-    Request(Request, Done, Option<Gone>),
+    /// A client's request, with the callback for its result, when the client can go away
+    /// before its turn the test for that (such work is dropped, not run), and who sent it.
+    Request(Request, Done, Option<Gone>, Origin),
     /// Remove `table`'s expired rows. `basis` is the operation count to judge OPS by (the one a
     /// waiting statement saw); `waiter` is told when a statement waits for the removal.
     Expire {
@@ -29,7 +29,7 @@ impl Job {
     /// Fails the job because the engine is going away.
     pub fn abandon(self) {
         match self {
-            Job::Request(_, done, _) => done(Err(SqlError::shutdown())),
+            Job::Request(_, done, ..) => done(Err(SqlError::shutdown())),
             Job::Expire {
                 waiter: Some(w), ..
             } => {
@@ -140,9 +140,18 @@ pub(crate) struct Shared {
     data_epoch: AtomicU64,
     pub readers: Queue<Job>,
     pub writer: Queue<Job>,
+    /// Told of every change the writer makes (`crate::changes`), once set.
+    pub changes: std::sync::OnceLock<Arc<dyn crate::ChangeSink>>,
 }
 
 impl Shared {
+    /// Tells the change sink, if it wants changes now, of the change `describe` makes.
+    pub fn tell<'a>(&self, describe: impl FnOnce() -> crate::SqlChange<'a>) {
+        if let Some(sink) = self.changes.get().filter(|s| s.wants()) {
+            sink.changed(&describe());
+        }
+    }
+
     pub fn new(config: SqlConfig, uri: String) -> Shared {
         Shared {
             config,
@@ -155,6 +164,7 @@ impl Shared {
             data_epoch: AtomicU64::new(0),
             readers: Queue::new(),
             writer: Queue::new(),
+            changes: std::sync::OnceLock::new(),
         }
     }
 

@@ -6,7 +6,7 @@ use crate::exec::{self, Effects, Outcome, Side};
 use crate::expiry;
 use crate::queue::Pop;
 use crate::shared::{Done, Job, Shared};
-use crate::{catalog, Reply, Request, SqlError};
+use crate::{catalog, Reply, Request, SqlChange, SqlError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ fn dropped(shared: &Shared, gone: &Option<crate::Gone>) -> bool {
 }
 
 fn reader_job(shared: &Shared, conn: &mut Conn, job: Job) {
-    let Job::Request(req, done, gone) = job else {
+    let Job::Request(req, done, gone, origin) = job else {
         // Expiry is the writer's; a misrouted job goes where it belongs.
         return forward(shared, job);
     };
@@ -70,14 +70,14 @@ fn reader_job(shared: &Shared, conn: &mut Conn, job: Job) {
             match run {
                 Ok(Outcome::ToWriter) => {
                     let req = Request::Query { sql, params };
-                    return forward(shared, Job::Request(req, done, gone));
+                    return forward(shared, Job::Request(req, done, gone, origin));
                 }
                 Ok(Outcome::Done(r, _)) => r,
                 Err(e) => Err(e),
             }
         }
         req @ (Request::Exec { .. } | Request::Expire { rules: Some(_), .. }) => {
-            return forward(shared, Job::Request(req, done, gone));
+            return forward(shared, Job::Request(req, done, gone, origin));
         }
         other => guarded(conn, |conn| catalog_request(shared, conn, other)),
     };
@@ -119,7 +119,7 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
                 },
             );
         }
-        Job::Request(req, done, gone) => {
+        Job::Request(req, done, gone, origin) => {
             if dropped(shared, &gone) {
                 return reply(done, Err(SqlError::cancelled()));
             }
@@ -131,6 +131,14 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
                         fx = f;
                         r
                     });
+                    if r.is_ok() && (fx.wrote || fx.ddl) {
+                        shared.tell(|| SqlChange::Statement {
+                            query: false,
+                            sql: &sql,
+                            params: &params,
+                            origin,
+                        });
+                    }
                     (r, fx)
                 }
                 Request::Query { sql, params } => {
@@ -144,13 +152,29 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
                             Outcome::ToWriter => unreachable!("the writer runs every statement"),
                         }
                     });
+                    if r.is_ok() && (fx.wrote || fx.ddl) {
+                        shared.tell(|| SqlChange::Statement {
+                            query: true,
+                            sql: &sql,
+                            params: &params,
+                            origin,
+                        });
+                    }
                     (r, fx)
                 }
                 Request::Expire {
                     table,
                     rules: Some(rules),
                 } => {
+                    let told = rules.clone();
                     let r = guarded(conn, |conn| expiry::set(shared, conn, &table, rules));
+                    if r.is_ok() {
+                        shared.tell(|| SqlChange::Rules {
+                            table: &table,
+                            rules: &told,
+                            origin,
+                        });
+                    }
                     (
                         r,
                         Effects {

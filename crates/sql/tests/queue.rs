@@ -78,6 +78,7 @@ fn request_of_a_gone_client_is_dropped() {
     };
     e.submit_for(
         insert,
+        0,
         Some(Box::new(move || g.load(Ordering::Relaxed))),
         Box::new(move |r| drop(tx.send(r))),
     );

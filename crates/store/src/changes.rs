@@ -282,9 +282,22 @@ impl Store {
 
     /// Appends an SQL statement that changed the tables to the SQL log.
     pub fn record_sql(&self, author: Author, statement: &[u8]) {
+        self.record_sql_with(author, || statement.to_vec())
+    }
+
+    /// As [`record_sql`](Self::record_sql), `describe` giving the statement only while a
+    /// cursor consumer keeps changes (otherwise the change just takes its number). Checked
+    /// under the SQL log's lock, as `subscribe` takes it: a cursor never reads a change
+    /// without its statement.
+    pub fn record_sql_with(&self, author: Author, describe: impl FnOnce() -> Vec<u8>) {
         let mut log = self.sql.lock();
         let index = self.sql_log();
-        self.record(&mut log, index, author, statement, ChangeKind::Sql);
+        let statement = if self.consumers.load(Ordering::Relaxed) > 0 {
+            describe()
+        } else {
+            Vec::new()
+        };
+        self.record(&mut log, index, author, &statement, ChangeKind::Sql);
     }
 
     /// Bytes each log's backlog may hold: the configured total shared evenly.

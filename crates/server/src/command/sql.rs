@@ -52,6 +52,7 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
     ctx.conn.waiting = true;
     engine.submit_for(
         request,
+        ctx.conn.client.id,
         Some(gone),
         Box::new(move |result| {
             if let Some(o) = &observed {

@@ -1,0 +1,38 @@
+//! What the engine tells its owner of each change to the tables, on the writer thread, in the
+//! order the writer made them. The server appends them to the store's change stream, so that
+//! the consumers of that stream (replication, snapshots) see SQL tables change too.
+//!
+//! A change is told only after it took effect (a statement that failed, and was rolled back,
+//! is not), and only while the sink wants changes: with nobody listening, a write pays one call
+//! of [`ChangeSink::wants`].
+
+use crate::{ExpiryRules, Value};
+
+/// One change to the tables.
+#[derive(Debug, PartialEq)]
+pub enum SqlChange<'a> {
+    /// A client's statement (or script) that wrote: `query` says it came as SQL.QUERY (a
+    /// statement with RETURNING, or one a reader found to write), else SQL.EXEC.
+    Statement {
+        query: bool,
+        sql: &'a [u8],
+        params: &'a [Value],
+        origin: u64,
+    },
+    /// A table's expiry rules were set (SQL.EXPIRE with rules).
+    Rules {
+        table: &'a str,
+        rules: &'a ExpiryRules,
+        origin: u64,
+    },
+    /// Expiry removed the row `rowid` of `table` (by age, row count or operations).
+    Expired { table: &'a str, rowid: i64 },
+}
+
+/// Receives the engine's changes (see the module's doc). Called on the writer thread while no
+/// other write runs: it must be quick and must not submit work to the engine.
+pub trait ChangeSink: Send + Sync {
+    /// Whether anyone wants changes now; checked before each change is described.
+    fn wants(&self) -> bool;
+    fn changed(&self, change: &SqlChange<'_>);
+}
