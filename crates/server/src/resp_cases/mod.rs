@@ -19,3 +19,5 @@ mod sql;
 mod strings;
 #[rustfmt::skip]
 mod tags;
+// Not a table: the SQL change log replayed on a second server.
+mod sql_log;
