@@ -39,7 +39,8 @@ pub fn after_call(
     let observe = &*shared.observe;
     let watched = observe.monitors.active();
     let (slower_than, latency_ms) = thresholds(&shared.settings);
-    let micros = took.as_micros().min(i64::MAX as u128) as i64;
+    // The common case, in whole microseconds without 128-bit arithmetic: fast, unwatched.
+    let micros = (took.as_nanos() as u64 / 1000) as i64;
     let logged = slower_than >= 0 && micros >= slower_than && !command.has(flags::DEFERRED);
     if !watched && !logged {
         if latency_ms > 0 && !command.has(flags::DEFERRED) {

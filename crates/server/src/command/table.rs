@@ -246,7 +246,10 @@ pub fn by_slot(slot: usize) -> Option<&'static Command> {
 
 /// Finds a command by name, case-insensitively, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    static INDEX: OnceLock<HashMap<&'static [u8], usize>> = OnceLock::new();
+    // ahash rather than the default SipHash: every request looks its command up, and SipHash
+    // of the name cost more than the rest of a GET's command path (callgrind).
+    type Index = HashMap<&'static [u8], usize, ahash::RandomState>;
+    static INDEX: OnceLock<Index> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
         COMMANDS
             .iter()

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""User-space instructions per request of two cairn binaries, counted by callgrind.
+
+    .venv/bin/python bench/instructions_ab.py OLD_BINARY NEW_BINARY [--requests 100000]
+
+CPU time per request (`cpu_ab.py`) is the figure users feel, but on a small shared VM its
+samples spread by 20% and more, so a difference of a few percent needs many rounds. Instruction
+counts do not depend on the rest of the machine: the same binary and load give the same count to
+a fraction of a percent. Each binary runs under `valgrind --tool=callgrind` with one I/O thread;
+keys are loaded, the counters zeroed, then cairn-bench sends the requests (90% GET, 10% SET,
+4 connections, pipeline 16) over RESP and then memcached, and the count is dumped. The count
+covers every thread of the server (parsing, the command path, the store), not the kernel's work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCH = HERE.parent / "target" / "release" / "cairn-bench"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def total_instructions(path):
+    for line in open(path):
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+def count(binary, proto, requests, work):
+    """Instructions per request of `binary` serving `requests` requests over `proto`."""
+    resp_port, mc_port = free_port(), free_port()
+    out = os.path.join(work, f"cg.{proto}.{os.path.basename(binary)}")
+    server = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary,
+                               "--threads", "1", "--port", str(resp_port), "--memcache-port", str(mc_port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = resp_port if proto == "resp" else mc_port
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{binary} did not start under valgrind")
+                time.sleep(0.1)
+        load = [str(BENCH), "-p", str(port), "--protocol", proto, "-c", "4", "-P", "16", "-k", "10000"]
+        subprocess.run(load + ["-n", "40000", "--read-ratio", "0"], capture_output=True, check=True)
+        subprocess.run(["callgrind_control", "-z", str(server.pid)], capture_output=True, check=True)
+        subprocess.run(load + ["-n", str(requests), "--read-ratio", "0.9"], capture_output=True, check=True)
+        subprocess.run(["callgrind_control", "-d", str(server.pid)], capture_output=True, check=True)
+        time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait()
+    dumps = sorted(glob.glob(out + ".*"))
+    return total_instructions(dumps[0]) / requests
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--requests", type=int, default=100_000)
+    opts = ap.parse_args()
+    print("| protocol | old instructions / request | new | new / old |\n| --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as work:
+        for proto in ("resp", "memcache"):
+            old, new = (count(b, proto, opts.requests, work) for b in (opts.old, opts.new))
+            print(f"| {proto} | {old:.0f} | {new:.0f} | {new / old:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
