@@ -111,9 +111,10 @@ pub(crate) fn record_refusal(reply: &[u8]) {
     }
 }
 
-/// The request's arguments as the command it maps onto shows them (MONITOR, the slow log):
-/// the entry's name, then the key(s) and the value or numbers the verb carries, in the order
-/// the RESP command takes them (`set k 0 0 1` + `v` is `set k v`, `add` adds `NX`).
+/// The request's arguments as MONITOR and the slow log show them: the name of the entry it
+/// maps onto, then its arguments in memcached's order, the data block in place of its length
+/// (`set k 5 60 1` + `v` is `set k 5 60 v`; `add` and `replace` end with `NX` / `XX`, a `cas`
+/// with its CAS; `noreply` is left out).
 pub(crate) fn for_each_arg(request: &Request<'_>, f: &mut dyn FnMut(&[u8])) {
     let num = |n: i64, f: &mut dyn FnMut(&[u8])| {
         let mut buf = [0u8; 24];
