@@ -105,7 +105,9 @@ def test_command_docs_match_redis(server, redis_reference):
         for sub, entry in osubs.items():
             if sub in tsubs:
                 want = {k: v for k, v in pairs(tsubs[sub]).items() if k not in ("summary", "arguments", "history")}
-                got = {k: v for k, v in pairs(entry).items() if k != "summary"}
+                # The same fields left out on both sides, so that the test also runs against
+                # Redis itself (`make validate`).
+                got = {k: v for k, v in pairs(entry).items() if k not in ("summary", "arguments", "history")}
                 assert got == want, sub
         assert o == t, name
 

@@ -423,7 +423,6 @@ fn getkeys(ctx: &mut Ctx<'_, '_>, with_flags: bool) {
 
 fn help(ctx: &mut Ctx<'_, '_>) {
     const LINES: &[&str] = &[
-        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "(no subcommand)",
         "    Return details about all commands.",
         "COUNT",
@@ -438,11 +437,6 @@ fn help(ctx: &mut Ctx<'_, '_>) {
         "    Return the keys from a full command.",
         "GETKEYSANDFLAGS <full-command>",
         "    Return the keys and the access flags from a full command.",
-        "HELP",
-        "    Print this help.",
     ];
-    ctx.array(LINES.len());
-    for line in LINES {
-        ctx.simple(line.as_bytes());
-    }
+    ctx.help("COMMAND", LINES);
 }

@@ -271,6 +271,31 @@ impl<'a> Ctx<'a, '_> {
             None => self.nil(),
         }
     }
+    /// Redis's HELP reply of a container command (`addReplyHelp`): `<COMMAND> <subcommand>
+    /// ...` then `lines`, then HELP's own two lines.
+    pub fn help(&mut self, command: &str, lines: &[&str]) {
+        self.array(lines.len() + 3);
+        let head = format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+        self.simple(head.as_bytes());
+        for line in lines {
+            self.simple(line.as_bytes());
+        }
+        self.simple(b"HELP");
+        self.simple(b"    Prints this help.");
+    }
+
+    /// Redis's reply to a subcommand `command` does not know (argument 1).
+    pub fn unknown_subcommand(&mut self, command: &str) {
+        let sub = String::from_utf8_lossy(self.arg(1)).into_owned();
+        self.err(format!("ERR unknown subcommand '{sub}'. Try {command} HELP.").as_bytes())
+    }
+
+    /// Redis's reply to a known subcommand (argument 1) with the wrong number of arguments.
+    pub fn wrong_subcommand_arity(&mut self, command: &str) {
+        let sub = lower(self.arg(1));
+        self.err(format!("ERR wrong number of arguments for '{command}|{sub}' command").as_bytes())
+    }
+
     /// Replies with an i64 argument parse error, returning the value otherwise.
     pub fn int_arg(&mut self, i: usize) -> Option<i64> {
         let parsed = parse_i64(self.args.get(i));

@@ -32,8 +32,7 @@ pub fn slowlog(ctx: &mut Ctx<'_, '_>) {
     let log = &ctx.shared.observe.slowlog;
     let sub = crate::command::lower(ctx.arg(1));
     match (sub.as_str(), ctx.argc()) {
-        ("help", 2) => help(
-            ctx,
+        ("help", 2) => ctx.help(
             "SLOWLOG",
             &[
                 "GET [<count>]",
@@ -80,8 +79,8 @@ pub fn slowlog(ctx: &mut Ctx<'_, '_>) {
         ("get", _) => ctx.err(
             b"ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
         ),
-        ("help" | "reset" | "len", _) => wrong_arity(ctx, "slowlog"),
-        _ => bad_subcommand(ctx, "SLOWLOG"),
+        ("help" | "reset" | "len", _) => ctx.wrong_subcommand_arity("slowlog"),
+        _ => ctx.unknown_subcommand("SLOWLOG"),
     }
 }
 
@@ -140,8 +139,7 @@ pub fn latency(ctx: &mut Ctx<'_, '_>) {
             let text = doctor(threshold, &monitor.latest());
             reply::verbatim(ctx.out, b"txt", text.as_bytes(), ctx.conn.version)
         }
-        ("help", 2) => help(
-            ctx,
+        ("help", 2) => ctx.help(
             "LATENCY",
             &[
                 "DOCTOR",
@@ -157,33 +155,9 @@ pub fn latency(ctx: &mut Ctx<'_, '_>) {
                 "    (default: reset all data for all event classes)",
             ],
         ),
-        ("latest" | "history" | "graph" | "doctor" | "help", _) => wrong_arity(ctx, "latency"),
-        _ => bad_subcommand(ctx, "LATENCY"),
+        ("latest" | "history" | "graph" | "doctor" | "help", _) => {
+            ctx.wrong_subcommand_arity("latency")
+        }
+        _ => ctx.unknown_subcommand("LATENCY"),
     }
-}
-
-/// Redis's HELP reply: `<COMMAND> <subcommand> ...` then the lines, then HELP's own.
-fn help(ctx: &mut Ctx<'_, '_>, command: &str, lines: &[&str]) {
-    ctx.array(lines.len() + 3);
-    let head = format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
-    ctx.simple(head.as_bytes());
-    for line in lines {
-        ctx.simple(line.as_bytes());
-    }
-    ctx.simple(b"HELP");
-    ctx.simple(b"    Prints this help.");
-}
-
-/// Redis's reply to a subcommand it does not know or with the wrong arguments.
-fn bad_subcommand(ctx: &mut Ctx<'_, '_>, command: &str) {
-    let sub = String::from_utf8_lossy(ctx.arg(1)).into_owned();
-    let msg = format!("ERR unknown subcommand '{sub}'. Try {command} HELP.");
-    ctx.err(msg.as_bytes())
-}
-
-/// Redis's reply to a known subcommand with the wrong number of arguments.
-fn wrong_arity(ctx: &mut Ctx<'_, '_>, command: &str) {
-    let sub = crate::command::lower(ctx.arg(1));
-    let msg = format!("ERR wrong number of arguments for '{command}|{sub}' command");
-    ctx.err(msg.as_bytes())
 }

@@ -213,37 +213,23 @@ pub fn config(ctx: &mut Ctx<'_, '_>) {
             ctx.ok()
         }
         "help" if ctx.argc() == 2 => {
-            const HELP: &[&str] = &[
-                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GET <pattern>",
-                "    Return parameters matching the glob-like <pattern> and their values.",
-                "SET <directive> <value>",
-                "    Set the configuration <directive> to <value>.",
-                "RESETSTAT",
-                "    Reset statistics reported by the INFO command.",
-                "REWRITE",
-                "    Rewrite the configuration file.",
-                "HELP",
-                "    Prints this help.",
-            ];
-            ctx.array(HELP.len());
-            for line in HELP {
-                ctx.simple(line.as_bytes());
-            }
+            ctx.help(
+                "CONFIG",
+                &[
+                    "GET <pattern>",
+                    "    Return parameters matching the glob-like <pattern> and their values.",
+                    "SET <directive> <value>",
+                    "    Set the configuration <directive> to <value>.",
+                    "RESETSTAT",
+                    "    Reset statistics reported by the INFO command.",
+                    "REWRITE",
+                    "    Rewrite the configuration file.",
+                ],
+            );
         }
-        "get" | "set" | "resetstat" | "rewrite" | "help" => wrong_args_sub(ctx, "config"),
-        _ => unknown_subcommand(ctx, "CONFIG"),
+        "get" | "set" | "resetstat" | "rewrite" | "help" => ctx.wrong_subcommand_arity("config"),
+        _ => ctx.unknown_subcommand("CONFIG"),
     }
-}
-
-fn wrong_args_sub(ctx: &mut Ctx<'_, '_>, command: &str) {
-    let sub = super::lower(ctx.arg(1));
-    ctx.err(format!("ERR wrong number of arguments for '{command}|{sub}' command").as_bytes())
-}
-
-fn unknown_subcommand(ctx: &mut Ctx<'_, '_>, command: &str) {
-    let sub = String::from_utf8_lossy(ctx.arg(1)).into_owned();
-    ctx.err(format!("ERR unknown subcommand '{sub}'. Try {command} HELP.").as_bytes())
 }
 
 pub fn client(ctx: &mut Ctx<'_, '_>) {
@@ -273,8 +259,8 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
         "trackinginfo" if ctx.argc() == 2 => super::tracking_cmd::trackinginfo(ctx),
         "id" | "getname" | "setname" | "info" | "kill" | "reply" | "setinfo" | "tracking"
         | "caching" | "getredir" | "trackinginfo" | "no-evict" | "no-touch" => {
-            wrong_args_sub(ctx, "client")
+            ctx.wrong_subcommand_arity("client")
         }
-        _ => unknown_subcommand(ctx, "CLIENT"),
+        _ => ctx.unknown_subcommand("CLIENT"),
     }
 }
