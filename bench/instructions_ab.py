@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """User-space instructions per request of two cairn binaries, counted by callgrind.
 
-    .venv/bin/python bench/instructions_ab.py OLD_BINARY NEW_BINARY [--requests 100000]
+    .venv/bin/python bench/instructions_ab.py OLD_BINARY NEW_BINARY --labels OLD_COMMIT NEW_COMMIT
+
+Writes bench/results/instructions_ab.{md,json}, naming both binaries' commits and the checkout's.
 
 CPU time per request (`cpu_ab.py`) is the figure users feel, but on a small shared VM its
 samples spread by 20% and more, so a difference of a few percent needs many rounds. Instruction
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import socket
 import subprocess
@@ -25,6 +28,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import run as B  # noqa: E402  (machine description for the result page)
+
 BENCH = HERE.parent / "target" / "release" / "cairn-bench"
 
 
@@ -76,13 +82,30 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old")
     ap.add_argument("new")
+    ap.add_argument("--labels", nargs=2, default=["old", "new"], help="the binaries' commits")
     ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--out", default=str(HERE / "results"))
     opts = ap.parse_args()
-    print("| protocol | old instructions / request | new | new / old |\n| --- | --- | --- | --- |")
+    old_label, new_label = opts.labels
+    rows, counts = [], {}
     with tempfile.TemporaryDirectory() as work:
         for proto in ("resp", "memcache"):
             old, new = (count(b, proto, opts.requests, work) for b in (opts.old, opts.new))
-            print(f"| {proto} | {old:.0f} | {new:.0f} | {new / old:.3f} |", flush=True)
+            counts[proto] = {old_label: old, new_label: new}
+            rows.append([proto, f"{old:.0f}", f"{new:.0f}", f"{new / old:.3f}"])
+    machine = B.machine_info()
+    table = B.md_table(["protocol", f"{old_label} instructions / request", f"{new_label}", "new / old"], rows)
+    page = (f"# Instructions per request: {old_label} vs {new_label}\n\n"
+            f"`bench/instructions_ab.py {' '.join(sys.argv[1:])}` on {B.machine_line(machine)}.\n"
+            f"callgrind, one I/O thread, {opts.requests} requests (90% GET, 10% SET, 4 connections, "
+            f"pipeline 16) over each protocol after 40,000 SETs; user-space instructions of every "
+            f"server thread, the kernel's work not included.\n\n{table}\n")
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "instructions_ab.md").write_text(page)
+    (out / "instructions_ab.json").write_text(json.dumps({"labels": opts.labels, "counts": counts,
+                                                          "machine": machine}, indent=1))
+    print(page)
 
 
 if __name__ == "__main__":

@@ -409,11 +409,7 @@ impl<'a> Entry<'a> {
         if item.set_expire_in_place(expire_at) {
             let cas = self.next_cas();
             item.set_fresh_cas(cas);
-            self.shard
-                .table
-                .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
-            let change = ChangeKind::Ttl { expire_at, cas };
-            self.shard.record(self.store, self.author, self.key, change);
+            self.deadline_set_in_place(i, expire_at, cas);
             return true;
         }
         // The record has no deadline field: rebuild it with one. Growth of 8 bytes is allowed
@@ -434,6 +430,17 @@ impl<'a> Entry<'a> {
         .is_ok()
     }
 
+    /// After the record in slot `i` took deadline `expire_at` in place: the slot's expiry bit
+    /// follows it, and the change is recorded with `cas`, the CAS clients now see.
+    fn deadline_set_in_place(&mut self, i: usize, expire_at: Option<u64>, cas: u64) {
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        self.shard
+            .table
+            .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
+        let change = ChangeKind::Ttl { expire_at, cas };
+        self.shard.record(self.store, self.author, self.key, change);
+    }
+
     /// Changes the deadline as memcached's `touch` does: the CAS clients see stays, but the
     /// record gets a fresh WATCH version (a touch changes the TTL, which Redis's WATCH counts
     /// as a change). The meta marks stay too, and the touch counts as an access (memcached
@@ -452,11 +459,7 @@ impl<'a> Entry<'a> {
             let version = self.next_cas();
             item.set_fresh_cas(version);
             item.set_cas(cas);
-            self.shard
-                .table
-                .set_expire_bit(i, item.has_expire_field() && expire_at.is_some());
-            let change = ChangeKind::Ttl { expire_at, cas };
-            self.shard.record(self.store, self.author, self.key, change);
+            self.deadline_set_in_place(i, expire_at, cas);
             return true;
         }
         // As `set_expire`: growth past the limit fails the rebuild, and then the plain path
