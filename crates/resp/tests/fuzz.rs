@@ -7,10 +7,11 @@
 //! stream fed in random pieces parses as the whole does; allocation stays proportional to the
 //! input (none at all for `skip_value`), so a declared huge length cannot reserve memory.
 
+mod checked;
 mod fuzzkit;
 
 use fuzzkit::{allocated_by, budget, hash, random_pieces, run, CountingAlloc, Rng};
-use resp::request::{parse_request, ArgSource, Limits, Parsed};
+use resp::request::{Limits, Parsed};
 use resp::value::{parse_value, skip_value, Value};
 use resp::ProtocolError;
 
@@ -21,36 +22,9 @@ const DEFAULT_SECS: f64 = 5.0;
 
 type Request = Result<(Parsed, Vec<Vec<u8>>), ProtocolError>;
 
-/// One parse with fresh buffers, arguments copied out; asserts the ranges and the count.
+/// One checked parse (`checked::parse_checked`), without the argument source.
 fn parse_one(buf: &[u8], limits: &Limits) -> Request {
-    let mut args = Vec::new();
-    let mut scratch = Vec::new();
-    let (parsed, source) = parse_request(buf, limits, &mut args, &mut scratch)?;
-    let base: &[u8] = match source {
-        ArgSource::Buffer => buf,
-        ArgSource::Scratch => &scratch,
-    };
-    let owned: Vec<Vec<u8>> = args
-        .iter()
-        .map(|r| match base.get(r.clone()) {
-            Some(arg) => arg.to_vec(),
-            None => panic!("range {r:?} outside a {}-byte {source:?}", base.len()),
-        })
-        .collect();
-    match parsed {
-        Parsed::Complete(n) => assert!(n > 0 && n <= buf.len(), "consumed {n} of {}", buf.len()),
-        Parsed::Incomplete { need } => {
-            assert!(owned.is_empty(), "arguments left by an incomplete parse");
-            if let Some(need) = need {
-                assert!(
-                    need > buf.len(),
-                    "need {need} of a {}-byte buffer",
-                    buf.len()
-                );
-            }
-        }
-    }
-    Ok((parsed, owned))
+    checked::parse_checked(buf, limits).map(|(parsed, _, args)| (parsed, args))
 }
 
 /// What a connection does: append each piece, run every whole request, stop at an error.

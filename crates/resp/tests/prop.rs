@@ -4,37 +4,12 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
 use resp::reply::{self, Version};
-use resp::request::{parse_request, ArgSource, Limits, Parsed};
+use resp::request::{ArgSource, Limits, Parsed};
 use resp::value::{encode_command, parse_value, skip_value, Value};
-use resp::ProtocolError;
 
-type Outcome = Result<(Parsed, ArgSource, Vec<Vec<u8>>), ProtocolError>;
+mod checked;
 
-fn parse_with(buf: &[u8], limits: &Limits) -> Outcome {
-    let mut args = Vec::new();
-    let mut scratch = Vec::new();
-    let (parsed, source) = parse_request(buf, limits, &mut args, &mut scratch)?;
-    let base: &[u8] = match source {
-        ArgSource::Buffer => buf,
-        ArgSource::Scratch => &scratch,
-    };
-    let mut owned = Vec::new();
-    for r in &args {
-        let arg = base.get(r.clone());
-        assert!(
-            arg.is_some(),
-            "range {r:?} outside a {}-byte {source:?}",
-            base.len()
-        );
-        owned.push(arg.unwrap_or_default().to_vec());
-    }
-    if let Parsed::Complete(n) = parsed {
-        assert!(n > 0 && n <= buf.len(), "consumed {n} of {}", buf.len());
-    } else {
-        assert!(args.is_empty());
-    }
-    Ok((parsed, source, owned))
-}
+use checked::{parse_checked as parse_with, Outcome};
 
 fn parse(buf: &[u8]) -> Outcome {
     parse_with(buf, &Limits::default())
