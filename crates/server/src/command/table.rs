@@ -78,8 +78,6 @@ const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
 const PAIRS: (i32, i32, i32) = (1, -1, 2);
 const TWO: (i32, i32, i32) = (1, 2, 1);
-/// The key of a container command (OBJECT ENCODING key, MEMORY USAGE key).
-const SECOND: (i32, i32, i32) = (2, 2, 1);
 
 const R: u16 = READONLY;
 const RF: u16 = READONLY | FAST;
@@ -157,8 +155,8 @@ pub static COMMANDS: &[Command] = &[
     cmd("renamenx", 3, WF, TWO, keys::renamenx, "Renames a key only if the new name does not exist."),
     cmd("copy", -3, W, TWO, keys::copy, "Copies a key's value (with its expiry and tags) to another key."),
     cmd("randomkey", 1, R | KEYSPACE, NONE, keys::randomkey, "Returns a random key."),
-    cmd("object", -2, R, SECOND, object::object, "OBJECT ENCODING / FREQ / IDLETIME / REFCOUNT: a key's internals."),
-    cmd("memory", -2, R, SECOND, object::memory, "MEMORY USAGE: the bytes a key takes."),
+    cmd("object", -2, 0, NONE, object::object, "OBJECT ENCODING / FREQ / IDLETIME / REFCOUNT: a key's internals."),
+    cmd("memory", -2, 0, NONE, object::memory, "MEMORY USAGE: the bytes a key takes."),
     // Hashes.
     cmd("hset", -4, WF, ONE, hashes::hset, "Sets fields of a hash."),
     cmd("hmset", -4, WF, ONE, hashes::hmset, "Sets fields of a hash (replies OK)."),
