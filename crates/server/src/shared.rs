@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::clients::ClientRegistry;
+use crate::config::Config;
 /// The run-time settings live with the settings table (`config`); re-exported where the rest
 /// of the server has always found them.
 pub use crate::config::Settings;
-use crate::config::Config;
 use crate::stats::metrics::Metrics;
 use crate::stats::ServerStats;
 

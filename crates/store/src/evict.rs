@@ -171,8 +171,7 @@ impl Shard {
             return None;
         }
         let item = self.table.item_at(i)?;
-        if volatile && !(Table::slot_has_expire(self.table.slot(i)) && item.expire_at().is_some())
-        {
+        if volatile && !(Table::slot_has_expire(self.table.slot(i)) && item.expire_at().is_some()) {
             return None;
         }
         Some(item)
@@ -248,7 +247,7 @@ impl Shard {
             let chosen = self.table.item_at(victim);
             for item in sampled.into_iter().filter(|&item| Some(item) != chosen) {
                 let counter = item.reference();
-                if counter > 0 && random_u64() % DECAY_ONE_IN == 0 {
+                if counter > 0 && random_u64().is_multiple_of(DECAY_ONE_IN) {
                     item.set_reference(counter - 1);
                 }
             }
@@ -282,7 +281,9 @@ mod tests {
             Some(EvictionPolicy::VolatileTtl)
         );
         assert_eq!(EvictionPolicy::from_name("evict"), None);
-        assert!(EvictionPolicy::VolatileLfu.is_lfu() && EvictionPolicy::VolatileLfu.volatile_only());
+        assert!(
+            EvictionPolicy::VolatileLfu.is_lfu() && EvictionPolicy::VolatileLfu.volatile_only()
+        );
         assert!(!EvictionPolicy::AllKeysLru.is_lfu() && !EvictionPolicy::NoEviction.evicts());
     }
 
@@ -379,8 +380,14 @@ mod tests {
         }
         let early_left = (0..40).filter(|i| exists(&s, &format!("k{i}"))).count();
         let late_left = (160..200).filter(|i| exists(&s, &format!("k{i}"))).count();
-        assert!(early_left <= 4, "{early_left} of the 40 nearest deadlines left");
-        assert!(late_left >= 36, "{late_left} of the 40 latest deadlines left");
+        assert!(
+            early_left <= 4,
+            "{early_left} of the 40 nearest deadlines left"
+        );
+        assert!(
+            late_left >= 36,
+            "{late_left} of the 40 latest deadlines left"
+        );
     }
 
     #[test]

@@ -511,7 +511,8 @@ impl<'a> Item<'a> {
 
     /// Bytes the record is charged for (MEMORY USAGE), its tag index entries included.
     pub fn charged_size(&self) -> usize {
-        crate::shard::charge(self.ptr.alloc_size()) + crate::tags::ENTRY_COST * self.ptr.tags().len()
+        crate::shard::charge(self.ptr.alloc_size())
+            + crate::tags::ENTRY_COST * self.ptr.tags().len()
     }
 
     pub fn cas(&self) -> u64 {

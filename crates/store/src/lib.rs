@@ -10,9 +10,9 @@
 
 mod background;
 pub mod changes;
-mod evict;
 #[cfg(test)]
 mod changes_tests;
+mod evict;
 pub mod glob;
 pub mod hash;
 mod item;
@@ -31,10 +31,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-pub use evict::{lfu_increment, random_u64, EvictionPolicy, LFU_INIT};
-pub use moves::Moved;
 pub use changes::{Change, ChangeKind, ChangeRecord, ChangeTap, Cursor, Lagged, RecordKind};
+pub use evict::{lfu_increment, random_u64, EvictionPolicy, LFU_INIT};
 pub use item::{Item, Kind};
+pub use moves::Moved;
 pub use shard::{Entry, OutOfMemory, TagWrite};
 pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
 

@@ -97,12 +97,11 @@ impl Db<'_, '_> {
         remove_source: bool,
     ) -> Result<Moved, OutOfMemory> {
         match self {
-            Db::Shared(store, author) => store.lock_keys(*author, [from, to]).clone_record(
-                from,
-                to,
-                replace,
-                remove_source,
-            ),
+            Db::Shared(store, author) => {
+                store
+                    .lock_keys(*author, [from, to])
+                    .clone_record(from, to, replace, remove_source)
+            }
             Db::Locked(locked) => locked.clone_record(from, to, replace, remove_source),
         }
     }
@@ -129,14 +128,25 @@ mod tests {
         let tag = Tag { ty: 1, value: 7 };
         let deadline = crate::now_ms() + 60_000;
         s.write(Author(3), b"src", |e| {
-            e.put_record(Kind::Hash, 3, Some(deadline), 42, TagWrite::Set(&[tag]), |b, _| {
-                b.copy_from_slice(b"abc")
-            })
+            e.put_record(
+                Kind::Hash,
+                3,
+                Some(deadline),
+                42,
+                TagWrite::Set(&[tag]),
+                |b, _| b.copy_from_slice(b"abc"),
+            )
             .unwrap()
         });
         let mut locked = s.lock_keys(Author(4), [&b"src"[..], b"dst"]);
-        assert_eq!(locked.clone_record(b"src", b"dst", true, true), Ok(Moved::Done));
-        assert_eq!(locked.clone_record(b"src", b"dst", true, true), Ok(Moved::NoSource));
+        assert_eq!(
+            locked.clone_record(b"src", b"dst", true, true),
+            Ok(Moved::Done)
+        );
+        assert_eq!(
+            locked.clone_record(b"src", b"dst", true, true),
+            Ok(Moved::NoSource)
+        );
         drop(locked);
         s.read(b"dst", |item| {
             let item = item.unwrap();
@@ -166,11 +176,17 @@ mod tests {
             s.write(Author(1), k, |e| e.put(Kind::String, v, None, 0).unwrap());
         }
         let mut db = Db::Shared(&s, Author(1));
-        assert_eq!(db.clone_record(b"a", b"b", false, false), Ok(Moved::DestinationExists));
+        assert_eq!(
+            db.clone_record(b"a", b"b", false, false),
+            Ok(Moved::DestinationExists)
+        );
         assert_eq!(db.clone_record(b"a", b"c", false, false), Ok(Moved::Done));
         assert_eq!(db.clone_record(b"a", b"b", true, false), Ok(Moved::Done));
         for k in [&b"a"[..], b"b", b"c"] {
-            assert_eq!(s.read(k, |i| i.map(|i| i.value().to_vec())), Some(b"1".to_vec()));
+            assert_eq!(
+                s.read(k, |i| i.map(|i| i.value().to_vec())),
+                Some(b"1".to_vec())
+            );
         }
     }
 }

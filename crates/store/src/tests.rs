@@ -14,7 +14,11 @@ fn store(maxmemory: u64, evict: bool) -> Arc<Store> {
     Store::new(StoreConfig {
         shards: 8,
         maxmemory,
-        policy: if evict { crate::EvictionPolicy::AllKeysLru } else { crate::EvictionPolicy::NoEviction },
+        policy: if evict {
+            crate::EvictionPolicy::AllKeysLru
+        } else {
+            crate::EvictionPolicy::NoEviction
+        },
         background: false,
         ..StoreConfig::default()
     })

@@ -327,8 +327,7 @@ pub fn hrandfield(ctx: &mut Ctx<'_, '_>) {
     let mut withvalues = false;
     if ctx.argc() >= 3 {
         let Some(n) = ctx.int_arg(2) else { return };
-        if ctx.argc() > 4 || (ctx.argc() == 4 && !ctx.arg(3).eq_ignore_ascii_case(b"withvalues"))
-        {
+        if ctx.argc() > 4 || (ctx.argc() == 4 && !ctx.arg(3).eq_ignore_ascii_case(b"withvalues")) {
             return ctx.err(super::SYNTAX);
         }
         withvalues = ctx.argc() == 4;

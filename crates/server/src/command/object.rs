@@ -124,7 +124,9 @@ fn usage(ctx: &mut Ctx<'_, '_>) {
     let mut i = 3;
     while i < ctx.argc() {
         if ctx.arg(i).eq_ignore_ascii_case(b"samples") && i + 1 < ctx.argc() {
-            let Some(samples) = ctx.int_arg(i + 1) else { return };
+            let Some(samples) = ctx.int_arg(i + 1) else {
+                return;
+            };
             if samples < 0 {
                 return ctx.err(SYNTAX);
             }

@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    hashes, info, introspect, keys, object, observe_cmd, pubsub, reset, server, sql, strings,
-    tags, txn, Handler,
+    hashes, info, introspect, keys, object, observe_cmd, pubsub, reset, server, sql, strings, tags,
+    txn, Handler,
 };
 
 pub struct Command {
