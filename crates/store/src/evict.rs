@@ -182,6 +182,10 @@ impl Shard {
     pub fn evict_one(&mut self, store: &Store, keep: Option<usize>) -> Option<usize> {
         let policy = store.policy();
         let volatile = policy.volatile_only();
+        // No record with a deadline: nothing for volatile-* here, without a sweep.
+        if volatile && self.table.expiring() == 0 {
+            return None;
+        }
         let victim = match policy {
             EvictionPolicy::NoEviction => None,
             EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru => {
@@ -364,6 +368,39 @@ mod tests {
             );
             assert!(s.stats().evicted >= 100);
         }
+    }
+
+    /// The tables count their records with a deadline (volatile-* skip a shard without any,
+    /// INFO keyspace's `expires`) through every way a deadline comes and goes.
+    #[test]
+    fn records_with_a_deadline_are_counted() {
+        let s = Store::new(StoreConfig {
+            shards: 2,
+            background: false,
+            ..StoreConfig::default()
+        });
+        let counted = || s.stats().keys_with_expiry;
+        for i in 0..100 {
+            put(&s, &format!("ttl{i}"), Some(60_000));
+            put(&s, &format!("keep{i}"), None);
+        }
+        assert_eq!(counted(), 100);
+        for i in 0..10 {
+            s.write(Author::SERVER, format!("ttl{i}").as_bytes(), |e| {
+                e.set_expire(None)
+            });
+            s.write(Author::SERVER, format!("keep{i}").as_bytes(), |e| {
+                e.set_expire(Some(crate::now_ms() + 60_000))
+            });
+            s.write(Author::SERVER, format!("ttl{}", 50 + i).as_bytes(), |e| {
+                e.remove()
+            });
+            put(&s, &format!("ttl{}", 80 + i), None);
+        }
+        // 100 - 10 persisted + 10 gained - 10 removed - 10 overwritten without one
+        assert_eq!(counted(), 80);
+        s.flush();
+        assert_eq!(counted(), 0);
     }
 
     #[test]

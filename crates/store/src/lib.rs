@@ -439,9 +439,7 @@ impl Store {
             s.stored += cell.stored.load(Ordering::Relaxed);
             with_shard(index, &mut |shard: &Shard| {
                 s.keys += shard.table.len() as u64;
-                s.keys_with_expiry += (0..shard.table.capacity())
-                    .filter(|&i| Table::slot_has_expire(shard.table.slot(i)))
-                    .count() as u64;
+                s.keys_with_expiry += shard.table.expiring() as u64;
             });
         }
         s
