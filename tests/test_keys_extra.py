@@ -4,8 +4,8 @@ deadline, then -OOM; LFU counters behind OBJECT FREQ); and redis-cli's --bigkeys
 --hotkeys against the server.
 
 Everything runs against real Redis too (CAIRN_TARGET=redis), except what the local
-redis-server 7.0 lacks (HSCAN NOVALUES is Redis 7.4) and cairn's own additions (typed tags,
-only database 0), which are marked cairn_only with the reason.
+redis-server 7.0 lacks (HSCAN NOVALUES is Redis 7.4) and cairn's own additions (typed tags, the
+default policy), which are marked cairn_only with the reason.
 """
 
 import shutil
@@ -81,8 +81,8 @@ def test_copy(r):
     assert r.hget("h2", "f") == b"1"
 
 
-@pytest.mark.cairn_only  # cairn has only database 0 (Redis copies into db 1)
 def test_copy_to_another_database_is_out_of_range(r):
+    """cairn has one database; validation runs redis-server with --databases 1 alike."""
     r.set("a", "1")
     with pytest.raises(redis.ResponseError, match="DB index is out of range"):
         r.execute_command("COPY", "a", "b", "DB", "1")
