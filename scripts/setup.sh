@@ -2,6 +2,7 @@
 # Installs what the test suite needs, only where it is missing (idempotent):
 #   - Debian packages: redis-server redis-tools memcached libmemcached-tools netcat-openbsd
 #   - php-cli php-redis (phpredis, for tests/php) when php or its redis extension is missing
+#   - php-symfony-cache php-laravel-framework (tests/test_frameworks_php.py) when missing
 #   - postgresql (the thesis study, studies/thesis, starts its own cluster) when initdb is missing
 #   - a Python virtual environment at .venv with the pins from requirements-test.txt
 #   - the cairn Python client (clients/python) installed there in editable mode
@@ -57,6 +58,16 @@ fi
 # the PHP test skips and says why.
 if ! command -v php >/dev/null 2>&1 || ! grep -qix redis <<<"$(php -m 2>/dev/null)"; then
     apt_install php-cli php-redis || log "could not install php-cli php-redis; the PHP tag test will skip"
+fi
+
+# --- Laravel and Symfony caches from Debian (tests/test_frameworks_php.py drives them) --------
+# Only the packages whose autoloader PHP cannot find. Not fatal: those tests skip and say why.
+php_has() { command -v php >/dev/null 2>&1 && php -r "exit(stream_resolve_include_path('$1') ? 0 : 1);" 2>/dev/null; }
+frameworks=()
+php_has Symfony/Component/Cache/autoload.php || frameworks+=(php-symfony-cache)
+php_has Illuminate/Cache/autoload.php || frameworks+=(php-laravel-framework)
+if [ "${#frameworks[@]}" -gt 0 ]; then
+    apt_install "${frameworks[@]}" || log "could not install ${frameworks[*]}; the framework tests will skip"
 fi
 
 # --- PostgreSQL (studies/thesis runs its own throwaway cluster; the package's service is not used) ---

@@ -435,7 +435,7 @@ def _to_redis_args(args):
         if flag in ("--requirepass", "--maxclients", "--maxmemory", "--unixsocket", "--unixsocketperm"):
             out += [flag, val]
         elif flag == "--maxmemory-policy":
-            out += [flag, _REDIS_POLICY[val]]
+            out += [flag, _REDIS_POLICY.get(val, val)]
         elif flag == "--client-output-limit":
             out += ["--client-output-buffer-limit", f"normal {val} {val} 0"]
         elif flag in ("--threads", "--io-model", "--workers", "--memcache-port", "--memcache-unixsocket", "--loglevel"):

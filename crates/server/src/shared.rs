@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::clients::ClientRegistry;
+use crate::config::Config;
 /// The run-time settings live with the settings table (`config`); re-exported where the rest
 /// of the server has always found them.
 pub use crate::config::Settings;
-use crate::config::{Config, MaxmemoryPolicy};
 use crate::stats::metrics::Metrics;
 use crate::stats::ServerStats;
 
@@ -39,7 +39,7 @@ impl Shared {
         let store = store::Store::new(store::StoreConfig {
             shards: (config.threads * 64).clamp(64, 4096),
             maxmemory: config.maxmemory,
-            evict: config.maxmemory_policy == MaxmemoryPolicy::Evict,
+            policy: config.maxmemory_policy,
             background: true,
             change_backlog: config.changes_backlog_size,
         });

@@ -91,7 +91,7 @@ mod tests {
         let store = Store::new(StoreConfig {
             shards: 4,
             maxmemory: 64 * 1024,
-            evict: true,
+            policy: crate::EvictionPolicy::AllKeysLru,
             background: false,
             ..StoreConfig::default()
         });

@@ -17,7 +17,7 @@ fn store(maxmemory: u64, change_backlog: u64) -> Arc<Store> {
     Store::new(StoreConfig {
         shards: 8,
         maxmemory,
-        evict: true,
+        policy: crate::EvictionPolicy::AllKeysLru,
         background: false,
         change_backlog,
     })

@@ -404,6 +404,15 @@ impl ItemPtr {
         self.visited_bit().load(Ordering::Relaxed) != 0
     }
 
+    /// The whole reference byte: CLOCK's bit, or the LFU counter under an LFU policy.
+    pub fn reference(self) -> u8 {
+        self.visited_bit().load(Ordering::Relaxed)
+    }
+
+    pub fn set_reference(self, value: u8) {
+        self.visited_bit().store(value, Ordering::Relaxed);
+    }
+
     /// Clears the reference bit, returning whether it was set (CLOCK's second chance).
     pub fn take_visited(self) -> bool {
         self.visited_bit().swap(0, Ordering::Relaxed) != 0
@@ -495,6 +504,17 @@ impl<'a> Item<'a> {
     }
     /// The record's CAS (memcached `gets`/`cas`): fresh on every write unless a client chose it
     /// (memcached `E`) or the change keeps it (memcached `touch`).
+    /// The LFU counter (meaningful under an LFU policy: OBJECT FREQ).
+    pub fn frequency(&self) -> u8 {
+        self.ptr.reference()
+    }
+
+    /// Bytes the record is charged for (MEMORY USAGE), its tag index entries included.
+    pub fn charged_size(&self) -> usize {
+        crate::shard::charge(self.ptr.alloc_size())
+            + crate::tags::ENTRY_COST * self.ptr.tags().len()
+    }
+
     pub fn cas(&self) -> u64 {
         self.ptr.cas()
     }

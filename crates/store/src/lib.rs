@@ -1,5 +1,5 @@
 //! The cache engine: a sharded, concurrent keyspace of records with deadlines, CAS versions and
-//! a memory limit enforced by CLOCK eviction. It knows nothing of sockets or protocols.
+//! a memory limit enforced by eviction (Redis's policies, `evict`). It knows nothing of sockets or protocols.
 //!
 //! Reads take a shard's shared lock and never block each other; a hit only sets the record's
 //! reference bit with a relaxed atomic store. Writes take one shard's exclusive lock through an
@@ -12,9 +12,11 @@ mod background;
 pub mod changes;
 #[cfg(test)]
 mod changes_tests;
+mod evict;
 pub mod glob;
 pub mod hash;
 mod item;
+mod moves;
 mod scan;
 mod shard;
 mod table;
@@ -22,7 +24,7 @@ pub mod tags;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -30,7 +32,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 pub use changes::{Change, ChangeKind, ChangeRecord, ChangeTap, Cursor, Lagged, RecordKind};
+pub use evict::{lfu_increment, random_u64, EvictionPolicy, LFU_INIT};
 pub use item::{Item, Kind};
+pub use moves::Moved;
 pub use shard::{Entry, OutOfMemory, TagWrite};
 pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
 
@@ -80,8 +84,8 @@ pub struct StoreConfig {
     pub shards: usize,
     /// Memory limit in bytes; 0 means none.
     pub maxmemory: u64,
-    /// Evict to make room (true) or fail writes with `OutOfMemory` (false).
-    pub evict: bool,
+    /// What a write does at the memory limit: evict (and how) or fail with `OutOfMemory`.
+    pub policy: EvictionPolicy,
     /// Run the background expiry and reaper threads (tests of the engine itself may not).
     pub background: bool,
     /// Bytes the change backlogs may hold, all logs together (kept only while a cursor
@@ -97,7 +101,7 @@ impl Default for StoreConfig {
         StoreConfig {
             shards: 256,
             maxmemory: 0,
-            evict: true,
+            policy: EvictionPolicy::default(),
             background: true,
             change_backlog: DEFAULT_CHANGE_BACKLOG,
         }
@@ -164,7 +168,8 @@ pub struct Store {
     /// under `maxmemory` too, so that eviction and OOM errors see it.
     external: AtomicI64,
     maxmemory: AtomicU64,
-    evict: AtomicBool,
+    /// The `EvictionPolicy`, as its `u8`.
+    policy: AtomicU8,
     evict_cursor: AtomicUsize,
     reaper: Sender<Garbage>,
     pub(crate) tags: TagIndex,
@@ -204,7 +209,7 @@ impl Store {
             used: AtomicI64::new(used),
             external: AtomicI64::new(0),
             maxmemory: AtomicU64::new(config.maxmemory),
-            evict: AtomicBool::new(config.evict),
+            policy: AtomicU8::new(config.policy as u8),
             evict_cursor: AtomicUsize::new(0),
             reaper,
             tags: TagIndex::default(),
@@ -298,11 +303,37 @@ impl Store {
     }
 
     pub fn evicts(&self) -> bool {
-        self.evict.load(Ordering::Relaxed)
+        self.policy().evicts()
     }
 
-    pub fn set_evict(&self, evict: bool) {
-        self.evict.store(evict, Ordering::Relaxed);
+    pub fn policy(&self) -> EvictionPolicy {
+        EvictionPolicy::from_u8(self.policy.load(Ordering::Relaxed))
+    }
+
+    /// Changes the policy at once. Reference bytes keep their values: switching between LRU and
+    /// LFU takes a while to adjust, as in Redis.
+    pub fn set_policy(&self, policy: EvictionPolicy) {
+        self.policy.store(policy as u8, Ordering::Relaxed);
+    }
+
+    /// Reads one key without counting an access (no hit or miss, no LRU/LFU update): OBJECT,
+    /// MEMORY USAGE.
+    pub fn peek<R>(&self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
+        let hash = self.hash(key);
+        let shard = self.shards[self.shard_of(hash)].lock.read();
+        f(lookup(&shard.table, hash, key, None))
+    }
+
+    /// A random live key, or None when there is none (RANDOMKEY). Starts from a random shard
+    /// and slot, so keys in sparse shards are likelier than others (Redis's is not uniform
+    /// either).
+    pub fn random_key(&self) -> Option<Vec<u8>> {
+        let n = self.shards.len();
+        let start = random_u64() as usize;
+        (0..n).find_map(|k| {
+            let shard = self.shards[(start + k) % n].lock.read();
+            random_in(&shard)
+        })
     }
 
     /// Reads one key under its shard's shared lock. Expired records read as absent.
@@ -311,7 +342,7 @@ impl Store {
         let hash = self.hash(key);
         let cell = &self.shards[self.shard_of(hash)];
         let shard = cell.lock.read();
-        let item = lookup(&shard.table, hash, key);
+        let item = lookup(&shard.table, hash, key, Some(self.policy().is_lfu()));
         count_lookup(cell, item.is_some());
         f(item)
     }
@@ -408,9 +439,7 @@ impl Store {
             s.stored += cell.stored.load(Ordering::Relaxed);
             with_shard(index, &mut |shard: &Shard| {
                 s.keys += shard.table.len() as u64;
-                s.keys_with_expiry += (0..shard.table.capacity())
-                    .filter(|&i| Table::slot_has_expire(shard.table.slot(i)))
-                    .count() as u64;
+                s.keys_with_expiry += shard.table.expiring() as u64;
             });
         }
         s
@@ -451,7 +480,29 @@ impl Store {
     }
 }
 
-fn lookup<'a>(table: &'a Table, hash: KeyHash, key: &[u8]) -> Option<Item<'a>> {
+/// A random live key of one shard.
+fn random_in(shard: &Shard) -> Option<Vec<u8>> {
+    if shard.table.len() == 0 {
+        return None;
+    }
+    let cap = shard.table.capacity();
+    let start = random_u64() as usize % cap;
+    let now = now_ms();
+    (0..cap).find_map(|k| {
+        let item = shard.table.item_at((start + k) % cap)?;
+        let live = item.expire_at().is_none_or(|d| d > now);
+        live.then(|| item.key().to_vec())
+    })
+}
+
+/// The live record under `key`. `access`: Some(lfu) counts a read for the eviction policy
+/// (an LFU increment, or CLOCK's reference bit), None leaves it alone.
+fn lookup<'a>(
+    table: &'a Table,
+    hash: KeyHash,
+    key: &[u8],
+    access: Option<bool>,
+) -> Option<Item<'a>> {
     let Probe::Found(i) = table.find(hash, key) else {
         return None;
     };
@@ -459,7 +510,9 @@ fn lookup<'a>(table: &'a Table, hash: KeyHash, key: &[u8]) -> Option<Item<'a>> {
     if Table::slot_has_expire(table.slot(i)) && item.expire_at().is_some_and(|d| d <= now_ms()) {
         return None;
     }
-    item.touch();
+    if let Some(lfu) = access {
+        evict::access(item, lfu);
+    }
     Some(Item::new(item))
 }
 
@@ -516,10 +569,28 @@ impl<'s> Locked<'s> {
     pub fn read<R>(&mut self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
         let store = self.store;
         let hash = store.hash(key);
+        let lfu = store.policy().is_lfu();
         let (index, shard) = self.guard(key);
-        let item = lookup(&shard.table, hash, key);
+        let item = lookup(&shard.table, hash, key, Some(lfu));
         count_lookup(store.cell(index), item.is_some());
         f(item)
+    }
+
+    /// As `Store::peek`, on a held shard.
+    pub fn peek<R>(&mut self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
+        let hash = self.store.hash(key);
+        let (_, shard) = self.guard(key);
+        f(lookup(&shard.table, hash, key, None))
+    }
+
+    /// As `Store::random_key`, among the held shards (a transaction holds them all).
+    pub fn random_key(&self) -> Option<Vec<u8>> {
+        let n = self.guards.len();
+        if n == 0 {
+            return None;
+        }
+        let start = random_u64() as usize;
+        (0..n).find_map(|k| random_in(&self.guards[(start + k) % n].1))
     }
 
     pub fn write<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Entry<'_>) -> R) -> R {
@@ -597,6 +668,22 @@ impl<'a, 's> Db<'a, 's> {
         match self {
             Db::Shared(store, author) => store.write(*author, key, f),
             Db::Locked(locked) => locked.write(key, f),
+        }
+    }
+
+    /// Reads without counting an access; see `Store::peek`.
+    pub fn peek<R>(&mut self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
+        match self {
+            Db::Shared(store, _) => store.peek(key, f),
+            Db::Locked(locked) => locked.peek(key, f),
+        }
+    }
+
+    /// A random live key (RANDOMKEY).
+    pub fn random_key(&self) -> Option<Vec<u8>> {
+        match self {
+            Db::Shared(store, _) => store.random_key(),
+            Db::Locked(locked) => locked.random_key(),
         }
     }
 

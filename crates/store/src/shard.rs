@@ -120,26 +120,6 @@ impl Shard {
         (item, freed)
     }
 
-    /// CLOCK: sweeps from the hand, giving visited records a second chance, and evicts the
-    /// first unvisited one other than `keep`. Returns bytes freed, or None if nothing evictable.
-    pub fn evict_one(&mut self, store: &Store, keep: Option<usize>) -> Option<usize> {
-        let cap = self.table.capacity();
-        for _ in 0..2 * cap {
-            let i = self.clock_hand % cap;
-            self.clock_hand = i + 1;
-            if Some(i) == keep {
-                continue;
-            }
-            if let Some(item) = self.table.item_at(i) {
-                if item.take_visited() {
-                    continue;
-                }
-                return Some(self.remove_slot(store, i, Author::SERVER, ChangeKind::Evict));
-            }
-        }
-        None
-    }
-
     /// Removes expired records among up to `budget` slots from the expiry cursor.
     /// Returns (slots scanned, records removed).
     pub fn expire_some(&mut self, store: &Store, budget: usize, now: u64) -> (usize, usize) {
@@ -351,13 +331,18 @@ impl<'a> Entry<'a> {
             }
         }
         let item = ItemPtr::new(&header, self.key);
+        let lfu = self.store.policy().is_lfu();
+        if lfu {
+            item.set_reference(crate::evict::LFU_INIT);
+        }
         // SAFETY: the record is not yet published.
         fill(unsafe { item.value_mut() }, self.item());
         if let Probe::Found(i) = self.probe {
             let (old, freed) = self.shard.unlink_slot(self.store, i);
-            // A rebuilt record keeps its reference bit (memcached `h`, and CLOCK's choice).
-            if how != Put::Write && old.visited() {
-                item.touch();
+            // A rebuilt record keeps its reference bit (memcached `h`, and CLOCK's choice); under
+            // LFU an overwritten one keeps its counter too, as in Redis.
+            if how != Put::Write || lfu {
+                item.set_reference(old.reference());
             }
             self.store.release(old, freed);
         }
@@ -450,7 +435,7 @@ impl<'a> Entry<'a> {
             return false;
         };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
-        item.touch();
+        crate::evict::access(item, self.store.policy().is_lfu());
         let cas = item.cas();
         let in_place = item.has_version_field()
             && (expire_at.is_none() || item.has_expire_field())
@@ -558,7 +543,7 @@ impl<'a> Entry<'a> {
         if fits(store) {
             return Ok(());
         }
-        if !store.evict.load(Ordering::Relaxed) {
+        if !store.evicts() {
             return Err(OutOfMemory);
         }
         let started = std::time::Instant::now();

@@ -41,6 +41,8 @@ pub(crate) fn slot_addr(slot: u64) -> Option<ItemPtr> {
 pub(crate) struct Table {
     slots: Box<[u64]>,
     len: usize,
+    /// Records whose slot has the expiry bit (the volatile-* policies' candidates).
+    expiring: usize,
     tombstones: usize,
     shift: u32,
 }
@@ -61,6 +63,7 @@ impl Table {
         Table {
             slots: vec![EMPTY; capacity].into_boxed_slice(),
             len: 0,
+            expiring: 0,
             tombstones: 0,
             shift: 32 - capacity.trailing_zeros(),
         }
@@ -68,6 +71,11 @@ impl Table {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// How many records have a deadline (their slot's expiry bit).
+    pub fn expiring(&self) -> usize {
+        self.expiring
     }
 
     pub fn capacity(&self) -> usize {
@@ -138,11 +146,19 @@ impl Table {
         }
         self.slots[index] = Self::encode(hash, item, has_expire);
         self.len += 1;
+        self.expiring += usize::from(has_expire);
     }
 
     pub fn set_expire_bit(&mut self, index: usize, has_expire: bool) {
         let slot = self.slots[index];
         debug_assert!(slot > TOMBSTONE);
+        if (slot & EXPIRE_BIT != 0) != has_expire {
+            if has_expire {
+                self.expiring += 1;
+            } else {
+                self.expiring -= 1;
+            }
+        }
         self.slots[index] = if has_expire {
             slot | EXPIRE_BIT
         } else {
@@ -153,6 +169,7 @@ impl Table {
     /// Empties an occupied slot, returning its record for the caller to free.
     pub fn remove_at(&mut self, index: usize) -> ItemPtr {
         let old = slot_addr(self.slots[index]).expect("remove of an empty slot");
+        self.expiring -= usize::from(self.slots[index] & EXPIRE_BIT != 0);
         self.slots[index] = TOMBSTONE;
         self.len -= 1;
         self.tombstones += 1;

@@ -14,7 +14,11 @@ fn store(maxmemory: u64, evict: bool) -> Arc<Store> {
     Store::new(StoreConfig {
         shards: 8,
         maxmemory,
-        evict,
+        policy: if evict {
+            crate::EvictionPolicy::AllKeysLru
+        } else {
+            crate::EvictionPolicy::NoEviction
+        },
         background: false,
         ..StoreConfig::default()
     })
@@ -277,7 +281,7 @@ fn concurrent_readers_and_writers_keep_the_table_consistent() {
     let s = Store::new(StoreConfig {
         shards: 4,
         maxmemory: 1 << 20,
-        evict: true,
+        policy: crate::EvictionPolicy::AllKeysLru,
         background: true,
         ..StoreConfig::default()
     });
@@ -499,7 +503,7 @@ mod tag_tests {
         let s = Store::new(StoreConfig {
             shards: 16,
             maxmemory: 0,
-            evict: true,
+            policy: crate::EvictionPolicy::AllKeysLru,
             background: true,
             ..StoreConfig::default()
         });
@@ -572,7 +576,7 @@ mod tag_tests {
         let s = Store::new(StoreConfig {
             shards: 16,
             maxmemory: 0,
-            evict: true,
+            policy: crate::EvictionPolicy::AllKeysLru,
             background: true,
             ..StoreConfig::default()
         });

@@ -246,3 +246,145 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>) {
         resp::reply::bulk,
     )
 }
+
+/// Options of HSCAN: MATCH, COUNT (checked, as Redis does), NOVALUES.
+struct ScanOptions<'a> {
+    pattern: Option<&'a [u8]>,
+    novalues: bool,
+}
+
+fn scan_options<'a>(args: &super::Args<'a>) -> Result<ScanOptions<'a>, &'static [u8]> {
+    let mut options = ScanOptions {
+        pattern: None,
+        novalues: false,
+    };
+    let mut i = 3;
+    while i < args.len() {
+        let name = args.get(i).to_ascii_lowercase();
+        if name == b"novalues" {
+            options.novalues = true;
+            i += 1;
+            continue;
+        }
+        if i + 1 >= args.len() {
+            return Err(super::SYNTAX);
+        }
+        let value = args.get(i + 1);
+        match name.as_slice() {
+            b"match" => options.pattern = Some(value),
+            b"count" => match parse_i64(value) {
+                Some(n) if n >= 1 => {}
+                Some(_) => return Err(super::SYNTAX),
+                None => return Err(super::NOT_INTEGER),
+            },
+            _ => return Err(super::SYNTAX),
+        }
+        i += 2;
+    }
+    Ok(options)
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]. A hash is one packed list, so
+/// (as Redis does for its packed encodings) one call returns every field and cursor 0.
+pub fn hscan(ctx: &mut Ctx<'_, '_>) {
+    if super::keys::parse_cursor(ctx.arg(2)).is_none() {
+        return ctx.err(b"ERR invalid cursor");
+    }
+    let options = scan_options(&ctx.args);
+    with_hash(ctx, |h, out, _| {
+        let options = match options {
+            _ if h.is_empty() => ScanOptions {
+                pattern: None,
+                novalues: false,
+            },
+            Ok(options) => options,
+            Err(msg) => return resp::reply::error(out, msg),
+        };
+        let found: Vec<(&[u8], &[u8])> = hash::fields(h)
+            .filter(|(f, _)| options.pattern.is_none_or(|p| store::glob::matches(p, f)))
+            .collect();
+        resp::reply::array_len(out, 2);
+        resp::reply::bulk(out, b"0");
+        let per_field = if options.novalues { 1 } else { 2 };
+        resp::reply::array_len(out, found.len() * per_field);
+        for (field, value) in found {
+            resp::reply::bulk(out, field);
+            if !options.novalues {
+                resp::reply::bulk(out, value);
+            }
+        }
+    })
+}
+
+/// The most fields HRANDFIELD with a negative count returns (it may repeat fields, so the
+/// reply's size is the client's choice): a bound on the reply buffer.
+const MAX_RANDOM_FIELDS: u64 = 1 << 24;
+
+/// HRANDFIELD key [count [WITHVALUES]]: a positive count gives distinct fields (all of them
+/// when it is not smaller than the hash), a negative one |count| fields that may repeat.
+pub fn hrandfield(ctx: &mut Ctx<'_, '_>) {
+    let mut count = None;
+    let mut withvalues = false;
+    if ctx.argc() >= 3 {
+        let Some(n) = ctx.int_arg(2) else { return };
+        if ctx.argc() > 4 || (ctx.argc() == 4 && !ctx.arg(3).eq_ignore_ascii_case(b"withvalues")) {
+            return ctx.err(super::SYNTAX);
+        }
+        withvalues = ctx.argc() == 4;
+        if n.unsigned_abs() > MAX_RANDOM_FIELDS {
+            return ctx.err(b"ERR value is out of range");
+        }
+        count = Some(n);
+    }
+    with_hash(ctx, |h, out, v| {
+        let all: Vec<(&[u8], &[u8])> = hash::fields(h).collect();
+        let Some(count) = count else {
+            return match all.is_empty() {
+                true => resp::reply::null(out, v),
+                false => {
+                    let i = store::random_u64() as usize % all.len();
+                    resp::reply::bulk(out, all[i].0)
+                }
+            };
+        };
+        let pairs = withvalues && v == resp::reply::Version::Resp3;
+        let per_field = if withvalues && !pairs { 2 } else { 1 };
+        let put = |out: &mut Vec<u8>, (field, value): (&[u8], &[u8])| {
+            if pairs {
+                resp::reply::array_len(out, 2);
+            }
+            resp::reply::bulk(out, field);
+            if withvalues {
+                resp::reply::bulk(out, value);
+            }
+        };
+        if count < 0 && !all.is_empty() {
+            // Fields may repeat: written as drawn, never collected.
+            let n = count.unsigned_abs() as usize;
+            resp::reply::array_len(out, n * per_field);
+            for _ in 0..n {
+                put(out, all[store::random_u64() as usize % all.len()]);
+            }
+            return;
+        }
+        let picked: Vec<(&[u8], &[u8])> = if all.is_empty() || count <= 0 {
+            Vec::new()
+        } else if count as usize >= all.len() {
+            all
+        } else {
+            // A partial Fisher-Yates shuffle: `count` distinct fields in random order.
+            let mut all = all;
+            let count = count as usize;
+            for i in 0..count {
+                let j = i + store::random_u64() as usize % (all.len() - i);
+                all.swap(i, j);
+            }
+            all.truncate(count);
+            all
+        };
+        resp::reply::array_len(out, picked.len() * per_field);
+        for pair in picked {
+            put(out, pair);
+        }
+    })
+}

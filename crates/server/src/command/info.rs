@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use super::server::REDIS_COMPAT_VERSION;
 use super::Ctx;
-use crate::config::MaxmemoryPolicy;
 use crate::shared::Shared;
 
 /// The sections INFO prints without arguments (and for `default`), in Redis's order.
@@ -346,11 +345,7 @@ fn memory_section(t: &mut String, shared: &Shared) {
     let rss = rss_bytes();
     let max = shared.store.maxmemory();
     let system = total_system_memory();
-    let policy = if shared.store.evicts() {
-        MaxmemoryPolicy::Evict
-    } else {
-        MaxmemoryPolicy::NoEviction
-    };
+    let policy = shared.store.policy();
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     let percent = |a: u64, b: u64| format!("{:.2}%", ratio(a, b) * 100.0);
     field(t, "used_memory", used);

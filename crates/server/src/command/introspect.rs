@@ -145,12 +145,21 @@ fn sub_info_entry(ctx: &mut Ctx<'_, '_>, s: &Sub) {
     ctx.bulk(s.name.as_bytes());
     ctx.int(s.arity as i64);
     simple_set(ctx, s.flags);
-    ctx.int(0);
-    ctx.int(0);
-    ctx.int(0);
+    // A subcommand's keys (OBJECT ENCODING key): one key at a fixed index.
+    let key_specs = spec::sub_key_specs(s.name);
+    let index = key_specs.first().map_or(0, |ks| match ks.begin {
+        Begin::Index(i) => i as i64,
+        Begin::Keyword { .. } => 0,
+    });
+    ctx.int(index);
+    ctx.int(index);
+    ctx.int(i64::from(index != 0));
     simple_set(ctx, s.acl);
     bulk_set(ctx, s.tips);
-    ctx.set(0);
+    ctx.set(key_specs.len());
+    for ks in key_specs {
+        key_spec(ctx, ks);
+    }
     ctx.set(0);
 }
 
@@ -391,12 +400,36 @@ fn getkeys(ctx: &mut Ctx<'_, '_>, with_flags: bool) {
         return ctx.err(b"ERR Invalid command specified");
     };
     let spec = spec_of(c);
-    // A container's subcommand must exist (none of cairn's subcommands has keys).
+    // A container's subcommand must exist; a few have keys (OBJECT ENCODING key...).
     if spec.is_some_and(|s| !s.subcommands.is_empty()) {
-        return match target.get(1).and_then(|sub| spec?.subcommand(sub)) {
-            Some(_) => ctx.err(b"ERR The command has no key arguments"),
-            None => ctx.err(b"ERR Invalid command specified"),
+        let Some(sub) = target.get(1).and_then(|sub| spec?.subcommand(sub)) else {
+            return ctx.err(b"ERR Invalid command specified");
         };
+        let key_specs = spec::sub_key_specs(sub.name);
+        if key_specs.is_empty() {
+            return ctx.err(b"ERR The command has no key arguments");
+        }
+        let argc = target.len() as i32;
+        let arity_ok = if sub.arity >= 0 {
+            argc == sub.arity
+        } else {
+            argc >= -sub.arity
+        };
+        if !arity_ok {
+            return ctx.err(b"ERR Invalid number of arguments specified for command");
+        }
+        let keys = spec::find_keys_in(sub.name, key_specs, &target).unwrap_or_default();
+        ctx.array(keys.len());
+        for key in keys {
+            if with_flags {
+                ctx.array(2);
+                ctx.bulk(target[key.pos]);
+                simple_set(ctx, key.flags);
+            } else {
+                ctx.bulk(target[key.pos]);
+            }
+        }
+        return;
     }
     let Some(spec) = spec.filter(|s| !s.key_specs.is_empty()) else {
         return ctx.err(b"ERR The command has no key arguments");

@@ -1,8 +1,9 @@
-//! Keyspace commands: DEL, EXISTS, TYPE, the expiry family, SCAN, KEYS, DBSIZE, FLUSHALL.
+//! Keyspace commands: DEL, EXISTS, TYPE, the expiry family, SCAN, KEYS, DBSIZE, FLUSHALL,
+//! RENAME, RENAMENX, COPY and RANDOMKEY.
 
-use store::{glob, now_ms, Kind};
+use store::{glob, now_ms, Kind, Moved};
 
-use super::{parse_i64, Ctx, SYNTAX};
+use super::{parse_i64, Ctx, OOM, SYNTAX};
 use crate::keyspace as ops;
 
 pub fn del(ctx: &mut Ctx<'_, '_>) {
@@ -129,7 +130,7 @@ pub fn persist(ctx: &mut Ctx<'_, '_>) {
     ctx.int(i64::from(changed))
 }
 
-fn kind_name(kind: Kind) -> &'static [u8] {
+pub(super) fn kind_name(kind: Kind) -> &'static [u8] {
     match kind {
         Kind::String => b"string",
         Kind::Hash => b"hash",
@@ -138,7 +139,7 @@ fn kind_name(kind: Kind) -> &'static [u8] {
 
 /// A SCAN cursor as Redis reads it (`strtoul`): an optional sign, a negative number wrapping
 /// around, then digits and nothing else; an empty cursor is 0.
-fn parse_cursor(s: &[u8]) -> Option<u64> {
+pub(super) fn parse_cursor(s: &[u8]) -> Option<u64> {
     let (negative, digits) = match s.first() {
         None => return Some(0),
         Some(b'-') => (true, &s[1..]),
@@ -208,6 +209,70 @@ pub fn keys(ctx: &mut Ctx<'_, '_>) {
     for key in &found {
         ctx.bulk(key);
     }
+}
+
+/// RENAME and RENAMENX: the record moves whole (kind, value, deadline, flags, typed tags); in
+/// the change stream the new key is set and the old one deleted.
+fn rename_generic(ctx: &mut Ctx<'_, '_>, nx: bool) {
+    let (from, to) = (ctx.arg(1), ctx.arg(2));
+    if from == to {
+        let exists = ctx.db.peek(from, |item| item.is_some());
+        return match (exists, nx) {
+            (false, _) => ctx.err(b"ERR no such key"),
+            (true, true) => ctx.int(0),
+            (true, false) => ctx.ok(),
+        };
+    }
+    match ctx.db.clone_record(from, to, !nx, true) {
+        Ok(Moved::NoSource) => ctx.err(b"ERR no such key"),
+        Ok(Moved::DestinationExists) => ctx.int(0),
+        Ok(Moved::Done) if nx => ctx.int(1),
+        Ok(Moved::Done) => ctx.ok(),
+        Err(_) => ctx.err(OOM),
+    }
+}
+
+pub fn rename(ctx: &mut Ctx<'_, '_>) {
+    rename_generic(ctx, false)
+}
+
+pub fn renamenx(ctx: &mut Ctx<'_, '_>) {
+    rename_generic(ctx, true)
+}
+
+/// COPY source destination [DB 0] [REPLACE]: the copy keeps the deadline and typed tags.
+pub fn copy(ctx: &mut Ctx<'_, '_>) {
+    let mut replace = false;
+    let mut i = 3;
+    while i < ctx.argc() {
+        match ctx.arg(i).to_ascii_lowercase().as_slice() {
+            b"replace" => replace = true,
+            b"db" if i + 1 < ctx.argc() => {
+                let Some(db) = ctx.int_arg(i + 1) else { return };
+                // Only database 0 exists.
+                if db != 0 {
+                    return ctx.err(b"ERR DB index is out of range");
+                }
+                i += 1;
+            }
+            _ => return ctx.err(SYNTAX),
+        }
+        i += 1;
+    }
+    let (from, to) = (ctx.arg(1), ctx.arg(2));
+    if from == to {
+        return ctx.err(b"ERR source and destination objects are the same");
+    }
+    match ctx.db.clone_record(from, to, replace, false) {
+        Ok(Moved::Done) => ctx.int(1),
+        Ok(Moved::NoSource | Moved::DestinationExists) => ctx.int(0),
+        Err(_) => ctx.err(OOM),
+    }
+}
+
+pub fn randomkey(ctx: &mut Ctx<'_, '_>) {
+    let key = ctx.db.random_key();
+    ctx.bulk_opt(key.as_deref())
 }
 
 pub fn dbsize(ctx: &mut Ctx<'_, '_>) {

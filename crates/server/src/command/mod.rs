@@ -13,6 +13,7 @@ mod hashes;
 mod info;
 mod introspect;
 mod keys;
+mod object;
 mod observe_cmd;
 pub(crate) mod observe_hook;
 mod pubsub;

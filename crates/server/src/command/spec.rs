@@ -116,9 +116,23 @@ impl Spec {
 /// `getKeysUsingKeySpecs` finds them; `None` when a spec cannot be applied (a missing keyword
 /// is not an error: that spec has no keys then), which Redis reports as invalid arguments.
 pub fn find_keys(spec: &Spec, args: &[&[u8]]) -> Option<Vec<KeyRef>> {
+    find_keys_in(spec.name, spec.key_specs, args)
+}
+
+/// The key specs of a subcommand that has keys (OBJECT ENCODING key...), from
+/// `spec_table::SUB_KEY_SPECS`.
+pub fn sub_key_specs(sub: &str) -> &'static [KeySpec] {
+    super::spec_table::SUB_KEY_SPECS
+        .iter()
+        .find(|(name, _)| *name == sub)
+        .map_or(&[], |(_, specs)| *specs)
+}
+
+/// As `find_keys`, with the key specs given.
+pub fn find_keys_in(name: &str, key_specs: &[KeySpec], args: &[&[u8]]) -> Option<Vec<KeyRef>> {
     let argc = args.len() as i64;
     let mut keys = Vec::new();
-    for ks in spec.key_specs {
+    for ks in key_specs {
         let first = match ks.begin {
             Begin::Index(i) => i as i64,
             Begin::Keyword { keyword, startfrom } => {
@@ -174,7 +188,7 @@ pub fn find_keys(spec: &Spec, args: &[&[u8]]) -> Option<Vec<KeyRef>> {
         while pos <= last {
             keys.push(KeyRef {
                 pos: pos as usize,
-                flags: variable_key_flags(spec, args).unwrap_or(ks.flags),
+                flags: variable_key_flags(name, args).unwrap_or(ks.flags),
             });
             pos += step;
         }
@@ -183,8 +197,8 @@ pub fn find_keys(spec: &Spec, args: &[&[u8]]) -> Option<Vec<KeyRef>> {
 }
 
 /// The key flags of a command whose spec says `variable_flags`: they depend on its arguments.
-fn variable_key_flags(spec: &Spec, args: &[&[u8]]) -> Option<&'static [&'static str]> {
-    match spec.name {
+fn variable_key_flags(name: &str, args: &[&[u8]]) -> Option<&'static [&'static str]> {
+    match name {
         // SET overwrites, unless GET makes it read the old value too.
         "set" => Some(
             if args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) {

@@ -731,6 +731,81 @@ pub static SPECS: &[Spec] = &[
         subcommands: &[],
     },
 
+    // Keys: RENAME, COPY, RANDOMKEY, OBJECT, MEMORY; hashes: HSCAN, HRANDFIELD (issue 17).
+    Spec {
+        name: "rename", flags: &["write"], acl: &["@keyspace", "@write", "@slow"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }, KeySpec { notes: "", flags: &["OW", "update"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],
+        group: "generic", since: "1.0.0", complexity: "O(1)",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "renamenx", flags: &["write", "fast"], acl: &["@keyspace", "@write", "@fast"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }, KeySpec { notes: "", flags: &["OW", "insert"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],
+        group: "generic", since: "1.0.0", complexity: "O(1)",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[("3.2.0", "The command no longer returns an error when source and destination names are the same.")],
+        subcommands: &[],
+    },
+    Spec {
+        name: "copy", flags: &["write", "denyoom"], acl: &["@keyspace", "@write", "@slow"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RO", "access"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }, KeySpec { notes: "", flags: &["OW", "update"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],
+        group: "generic", since: "6.2.0", complexity: "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "randomkey", flags: &["readonly"], acl: &["@keyspace", "@read", "@slow"], tips: &["request_policy:all_shards", "nondeterministic_output"],
+        key_specs: &[],
+        group: "generic", since: "1.0.0", complexity: "O(1)",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "hscan", flags: &["readonly"], acl: &["@read", "@hash", "@slow"], tips: &["nondeterministic_output"],
+        key_specs: &[KeySpec { notes: "", flags: &["RO", "access"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],
+        group: "hash", since: "2.8.0", complexity: "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "hrandfield", flags: &["readonly"], acl: &["@read", "@hash", "@slow"], tips: &["nondeterministic_output"],
+        key_specs: &[KeySpec { notes: "", flags: &["RO", "access"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],
+        group: "hash", since: "6.2.0", complexity: "O(N) where N is the number of fields returned",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "object", flags: &[], acl: &["@slow"], tips: &[],
+        key_specs: &[],
+        group: "generic", since: "2.2.3", complexity: "Depends on subcommand.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[
+        Sub { name: "object|encoding", arity: 3, flags: &["readonly"], acl: &["@keyspace", "@read", "@slow"], tips: &["nondeterministic_output"], summary: "Inspect the internal encoding of a Redis object", since: "2.2.3", complexity: "O(1)" },
+        Sub { name: "object|freq", arity: 3, flags: &["readonly"], acl: &["@keyspace", "@read", "@slow"], tips: &["nondeterministic_output"], summary: "Get the logarithmic access frequency counter of a Redis object", since: "4.0.0", complexity: "O(1)" },
+        Sub { name: "object|idletime", arity: 3, flags: &["readonly"], acl: &["@keyspace", "@read", "@slow"], tips: &["nondeterministic_output"], summary: "Get the time since a Redis object was last accessed", since: "2.2.3", complexity: "O(1)" },
+        Sub { name: "object|refcount", arity: 3, flags: &["readonly"], acl: &["@keyspace", "@read", "@slow"], tips: &["nondeterministic_output"], summary: "Get the number of references to the value of the key", since: "2.2.3", complexity: "O(1)" },
+        Sub { name: "object|help", arity: 2, flags: &["loading", "stale"], acl: &["@keyspace", "@slow"], tips: &[], summary: "Show helpful text about the different subcommands", since: "6.2.0", complexity: "O(1)" },
+    ],
+    },
+    Spec {
+        name: "memory", flags: &[], acl: &["@slow"], tips: &[],
+        key_specs: &[],
+        group: "server", since: "4.0.0", complexity: "Depends on subcommand.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[
+        Sub { name: "memory|usage", arity: -3, flags: &["readonly"], acl: &["@read", "@slow"], tips: &[], summary: "Estimate the memory usage of a key", since: "4.0.0", complexity: "O(N) where N is the number of samples." },
+        Sub { name: "memory|help", arity: 2, flags: &["loading", "stale"], acl: &["@slow"], tips: &[], summary: "Show helpful text about the different subcommands", since: "4.0.0", complexity: "O(1)" },
+    ],
+    },
+
     // cairn's typed tags: the group commands (GET/KEYS/COUNT/DEL) select records by their
     // tags over the whole keyspace, like KEYS, so they name no keys.
     cairn("tag.set", &["write", "denyoom"], &["@write", "@slow"], &[first_arg(&["OW", "update"])], "tag", "O(T) where T is the number of tags"),
@@ -747,4 +822,14 @@ pub static SPECS: &[Spec] = &[
     cairn("sql.expire", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "sql", "O(1)"),
     cairn("sql.tables", &["readonly", "noscript", "no_multi"], &["@read", "@slow"], &[], "sql", "O(N) where N is the number of tables"),
     cairn("sql.describe", &["readonly", "noscript", "no_multi"], &["@read", "@slow"], &[], "sql", "O(C) where C is the number of columns"),
+];
+
+/// The key specs of the subcommands that have keys (Redis describes them on the subcommand).
+#[rustfmt::skip]
+pub static SUB_KEY_SPECS: &[(&str, &[KeySpec])] = &[
+    ("object|encoding", &[KeySpec { notes: "", flags: &["RO"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }]),
+    ("object|freq", &[KeySpec { notes: "", flags: &["RO"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }]),
+    ("object|idletime", &[KeySpec { notes: "", flags: &["RO"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }]),
+    ("object|refcount", &[KeySpec { notes: "", flags: &["RO"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }]),
+    ("memory|usage", &[KeySpec { notes: "", flags: &["RO"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }]),
 ];

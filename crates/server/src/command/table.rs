@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    hashes, info, introspect, keys, observe_cmd, pubsub, reset, server, sql, strings, tags, txn,
-    Handler,
+    hashes, info, introspect, keys, object, observe_cmd, pubsub, reset, server, sql, strings, tags,
+    txn, Handler,
 };
 
 pub struct Command {
@@ -77,6 +77,7 @@ const NONE: (i32, i32, i32) = (0, 0, 0);
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
 const PAIRS: (i32, i32, i32) = (1, -1, 2);
+const TWO: (i32, i32, i32) = (1, 2, 1);
 
 const R: u16 = READONLY;
 const RF: u16 = READONLY | FAST;
@@ -150,6 +151,12 @@ pub static COMMANDS: &[Command] = &[
     cmd("touch", -2, RF, ALL, keys::exists, "Counts the keys that exist, marking them used."),
     cmd("scan", -2, R | KEYSPACE, NONE, keys::scan, "Iterates over the keys."),
     cmd("keys", 2, R | KEYSPACE, NONE, keys::keys, "Returns the keys matching a pattern."),
+    cmd("rename", 3, W, TWO, keys::rename, "Renames a key, replacing the destination."),
+    cmd("renamenx", 3, WF, TWO, keys::renamenx, "Renames a key only if the new name does not exist."),
+    cmd("copy", -3, W, TWO, keys::copy, "Copies a key's value (with its expiry and tags) to another key."),
+    cmd("randomkey", 1, R | KEYSPACE, NONE, keys::randomkey, "Returns a random key."),
+    cmd("object", -2, 0, NONE, object::object, "OBJECT ENCODING / FREQ / IDLETIME / REFCOUNT: a key's internals."),
+    cmd("memory", -2, 0, NONE, object::memory, "MEMORY USAGE: the bytes a key takes."),
     // Hashes.
     cmd("hset", -4, WF, ONE, hashes::hset, "Sets fields of a hash."),
     cmd("hmset", -4, WF, ONE, hashes::hmset, "Sets fields of a hash (replies OK)."),
@@ -165,6 +172,8 @@ pub static COMMANDS: &[Command] = &[
     cmd("hvals", 2, R, ONE, hashes::hvals, "Returns the values of a hash."),
     cmd("hincrby", 4, WF, ONE, hashes::hincrby, "Increments an integer field of a hash."),
     cmd("hincrbyfloat", 4, WF, ONE, hashes::hincrbyfloat, "Increments a float field of a hash."),
+    cmd("hscan", -3, R, ONE, hashes::hscan, "Iterates over the fields (and values) of a hash."),
+    cmd("hrandfield", -2, R, ONE, hashes::hrandfield, "Returns random fields of a hash."),
     // Publish/subscribe.
     cmd("subscribe", -2, PUBSUB, NONE, pubsub::subscribe, "Listens for messages on channels."),
     cmd("unsubscribe", -1, PUBSUB, NONE, pubsub::unsubscribe, "Stops listening on channels."),

@@ -48,23 +48,8 @@ impl IoModel {
     }
 }
 
-/// What to do when `maxmemory` is reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MaxmemoryPolicy {
-    /// Evict keys (approximate LRU) to make room.
-    Evict,
-    /// Refuse writes that need more memory.
-    NoEviction,
-}
-
-impl MaxmemoryPolicy {
-    pub fn name(self) -> &'static str {
-        match self {
-            MaxmemoryPolicy::Evict => "evict",
-            MaxmemoryPolicy::NoEviction => "noeviction",
-        }
-    }
-}
+/// What to do when `maxmemory` is reached: the store's policies, by Redis's names.
+pub use store::EvictionPolicy as MaxmemoryPolicy;
 
 /// The values of every setting (one typed field per setting of the table), plus where they
 /// came from. At start it is the effective configuration (defaults, then the file, then the
@@ -178,7 +163,7 @@ impl Config {
             io_model: IoModel::Reactor,
             workers: 1,
             maxmemory: 0,
-            maxmemory_policy: MaxmemoryPolicy::Evict,
+            maxmemory_policy: MaxmemoryPolicy::AllKeysLru,
             maxclients: 1,
             requirepass: None,
             loglevel: String::new(),

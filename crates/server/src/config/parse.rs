@@ -175,13 +175,16 @@ pub fn parse_io_model(s: &str) -> Result<IoModel, String> {
     }
 }
 
+/// A `maxmemory-policy`: Redis's names, plus cairn's older `evict` (allkeys-lru, the CLOCK
+/// it always was) and `no-eviction`.
 pub fn parse_policy(s: &str) -> Result<MaxmemoryPolicy, String> {
     match s.trim().to_ascii_lowercase().as_str() {
-        "evict" | "allkeys-lru" | "allkeys-lfu" | "allkeys-random" => Ok(MaxmemoryPolicy::Evict),
-        "noeviction" | "no-eviction" => Ok(MaxmemoryPolicy::NoEviction),
-        _ => Err(format!(
-            "invalid policy '{s}' (expected evict, noeviction, allkeys-lru, allkeys-lfu or allkeys-random)"
-        )),
+        "evict" => Ok(MaxmemoryPolicy::AllKeysLru),
+        "no-eviction" => Ok(MaxmemoryPolicy::NoEviction),
+        name => MaxmemoryPolicy::from_name(name).ok_or_else(|| {
+            let names: Vec<&str> = MaxmemoryPolicy::ALL.iter().map(|p| p.name()).collect();
+            format!("invalid policy '{s}' (expected {})", names.join(", "))
+        }),
     }
 }
 

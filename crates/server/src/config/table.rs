@@ -7,7 +7,7 @@
 
 use super::live::Settings;
 use super::parse::*;
-use super::{ClassLimit, Config, MaxmemoryPolicy};
+use super::{ClassLimit, Config};
 
 /// One setting.
 pub struct Setting {
@@ -274,9 +274,10 @@ pub static SETTINGS: &[Setting] = &[
         fixed(
             "maxmemory-policy",
             "POLICY",
-            "Policy at the memory limit: evict (also allkeys-lru/-lfu/-random) or noeviction. \
-             A cache evicts by default, as memcached does.",
-            DefaultValue::Text("evict"),
+            "Policy at the memory limit, by Redis's names: noeviction, allkeys-lru, allkeys-lfu, \
+             allkeys-random, volatile-lru, volatile-lfu, volatile-random, volatile-ttl (`evict` is \
+             an alias of allkeys-lru). A cache evicts by default, as memcached does.",
+            DefaultValue::Text("allkeys-lru"),
             Kind::Text,
             |c, v| {
                 c.maxmemory_policy = parse_policy(v)?;
@@ -284,14 +285,8 @@ pub static SETTINGS: &[Setting] = &[
             },
             |c| c.maxmemory_policy.name().to_string(),
         ),
-        |s, c| {
-            c.maxmemory_policy = if s.store().evicts() {
-                MaxmemoryPolicy::Evict
-            } else {
-                MaxmemoryPolicy::NoEviction
-            }
-        },
-        |s, c| s.store().set_evict(c.maxmemory_policy == MaxmemoryPolicy::Evict),
+        |s, c| c.maxmemory_policy = s.store().policy(),
+        |s, c| s.store().set_policy(c.maxmemory_policy),
     ),
     mutable(
         fixed(

@@ -55,7 +55,7 @@ fn sample(name: &str) -> (&'static str, &'static str) {
 fn settings_for(config: &Config) -> Settings {
     let store = store::Store::new(store::StoreConfig {
         maxmemory: config.maxmemory,
-        evict: config.maxmemory_policy == MaxmemoryPolicy::Evict,
+        policy: config.maxmemory_policy,
         ..store::StoreConfig::default()
     });
     Settings::new(config, store)

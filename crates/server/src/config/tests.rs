@@ -52,7 +52,7 @@ fn defaults() {
     assert_eq!(c.io_model, IoModel::Reactor);
     assert!(c.threads >= 1 && c.workers >= 1);
     assert_eq!(c.maxmemory, 0);
-    assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::Evict);
+    assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllKeysLru);
     assert_eq!(c.maxclients, 10000);
     assert_eq!(c.requirepass, None);
     assert_eq!(c.loglevel, "info");
@@ -89,7 +89,7 @@ fn flags() {
     ]);
     assert_eq!(c.port, 7000);
     assert_eq!(c.maxmemory, 2 << 30);
-    assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::Evict);
+    assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllKeysLru);
     assert_eq!(c.io_model, IoModel::Dispatch);
     assert_eq!(c.threads, 3);
     assert_eq!(c.workers, 5);
@@ -115,7 +115,7 @@ fn bad_flags() {
         &["--max-value-size", "0"],
         &["--client-query-buffer-limit", "1000"],
         &["--maxmemory", "lots"],
-        &["--maxmemory-policy", "volatile-lru"],
+        &["--maxmemory-policy", "volatile-lruu"],
         &["--unixsocketperm", "999"],
         &["--loglevel", "chatty"],
         &["--port", "70000"],
@@ -140,7 +140,7 @@ fn file_and_flag_precedence() {
     assert_eq!(c.config_file.as_deref(), Some(path.as_path()));
     assert_eq!(c.port, 7001);
     assert_eq!(c.maxmemory, 100 << 20);
-    assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::Evict);
+    assert_eq!(c.maxmemory_policy, MaxmemoryPolicy::AllKeysLru);
     assert_eq!(c.max_value_size, 1 << 20);
     assert_eq!(c.memcache_port, 11300);
     assert!(c.memcache_port_explicit);
