@@ -10,6 +10,9 @@
 
 mod background;
 pub mod changes;
+pub mod collection;
+#[cfg(test)]
+mod collection_tests;
 #[cfg(test)]
 mod changes_tests;
 pub mod glob;
@@ -30,6 +33,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 pub use changes::{Change, ChangeKind, ChangeRecord, ChangeTap, Cursor, Lagged, RecordKind};
+pub use collection::Collection;
 pub use item::{Item, Kind};
 pub use shard::{Entry, OutOfMemory, TagWrite};
 pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
