@@ -9,15 +9,18 @@ mod args;
 mod call;
 mod client_cmd;
 mod client_info;
+mod collections;
 mod hashes;
 mod info;
 mod introspect;
 mod keys;
+mod lists;
 mod observe_cmd;
 pub(crate) mod observe_hook;
 mod pubsub;
 mod reset;
 mod server;
+mod sets;
 mod spec;
 mod spec_table;
 mod sql;
@@ -26,6 +29,8 @@ mod table;
 mod tags;
 mod tracking_cmd;
 pub mod txn;
+mod zrange;
+mod zsets;
 
 use std::sync::Arc;
 
@@ -58,6 +63,9 @@ pub mod flags {
     pub const PUBSUB: u16 = 1 << 8;
     /// Replies later from another thread (SQL): cannot be queued by MULTI.
     pub const DEFERRED: u16 = 1 << 9;
+    /// Its keys are found by its key specs from the arguments (a key count: SINTERCARD,
+    /// ZUNIONSTORE...), not by the table's fixed positions (Redis's `movablekeys`).
+    pub const MOVABLE: u16 = 1 << 10;
 }
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
