@@ -351,10 +351,7 @@ pub fn sdiffstore(ctx: &mut Ctx<'_, '_>) {
 /// `numkeys key... [LIMIT n]` (SINTERCARD, ZINTERCARD): the keys and the limit (0: none), or
 /// the error replied.
 pub fn numkeys_and_limit<'a>(ctx: &mut Ctx<'a, '_>) -> Option<(Vec<&'a [u8]>, usize)> {
-    let Some(numkeys) = parse_i64(ctx.arg(1)) else {
-        ctx.err(super::NOT_INTEGER);
-        return None;
-    };
+    let numkeys = parse_i64(ctx.arg(1)).unwrap_or(0);
     if numkeys <= 0 {
         ctx.err(b"ERR numkeys should be greater than 0");
         return None;
