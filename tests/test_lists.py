@@ -178,3 +178,116 @@ def test_large_list_pushes_and_pops_at_both_ends(r):
     assert r.lpop("big") == b"0"
     assert r.rpop("big") == b"19999"
     assert r.lrange("big", 100, 102) == [b"101", b"102", b"103"]
+
+
+# ---- Blocking pops ----------------------------------------------------------------------------
+
+def resp(*args):
+    out = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def test_blpop_brpop_serve_at_once_when_data_is_there(r, raw):
+    r.rpush("b", "1", "2")
+    assert r.blpop(["a", "b"], timeout=1) == (b"b", b"1")
+    assert r.brpop(["a", "b"], timeout=1) == (b"b", b"2")
+    assert r.exists("b") == 0
+    assert raw.err("BLPOP", "a", "-1") == "ERR timeout is negative"
+    assert raw.err("BLPOP", "a", "x") == "ERR timeout is not a float or out of range"
+    r.set("str", "x")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.blpop(["str"], timeout=1)
+
+
+def test_blpop_times_out_with_a_null_array(server, r):
+    import time
+
+    c = server.raw()
+    started = time.monotonic()
+    c.send(resp("BLPOP", "empty", "0.2"))
+    assert c.read_resp(timeout=5) == b"*-1\r\n"
+    assert 0.15 <= time.monotonic() - started < 2
+    c.send(resp("HELLO", "3"))
+    c.read_resp(timeout=5)
+    c.send(resp("BLMOVE", "empty", "d", "LEFT", "LEFT", "0.05"))
+    assert c.read_resp(timeout=5) == b"_\r\n"
+    c.close()
+
+
+def test_blocked_client_is_woken_by_a_push_and_its_thread_keeps_serving(server, r):
+    blocked = server.raw()
+    blocked.send(resp("BLPOP", "q", "10"))
+    assert blocked.read_available(wait=0.2) == b""
+    # Other clients go on meanwhile (with one I/O thread too: the wait holds no thread).
+    assert r.ping() is True
+    assert r.rpush("q", "hello") == 1
+    assert blocked.read_resp(timeout=5) == b"*2\r\n$1\r\nq\r\n$5\r\nhello\r\n"
+    assert r.exists("q") == 0
+    # The connection goes on after its reply.
+    blocked.send(resp("PING"))
+    assert blocked.read_resp(timeout=5) == b"+PONG\r\n"
+    blocked.close()
+
+
+def test_waiters_are_served_first_come_first_served(server, r):
+    first, second = server.raw(), server.raw()
+    first.send(resp("BRPOP", "q", "10"))
+    assert first.read_available(wait=0.1) == b""
+    second.send(resp("BRPOP", "other", "q", "10"))
+    assert second.read_available(wait=0.1) == b""
+    r.rpush("q", "a")
+    assert first.read_resp(timeout=5) == b"*2\r\n$1\r\nq\r\n$1\r\na\r\n"
+    assert second.read_available(wait=0.1) == b""
+    r.rpush("q", "b", "c")
+    assert second.read_resp(timeout=5) == b"*2\r\n$1\r\nq\r\n$1\r\nc\r\n"
+    assert r.lrange("q", 0, -1) == [b"b"]
+    first.close()
+    second.close()
+
+
+def test_blmove_waits_for_its_source(server, r):
+    blocked = server.raw()
+    blocked.send(resp("BLMOVE", "src", "dst", "RIGHT", "LEFT", "10"))
+    assert blocked.read_available(wait=0.1) == b""
+    r.lpush("src", "x")
+    assert blocked.read_resp(timeout=5) == b"$1\r\nx\r\n"
+    assert r.lrange("dst", 0, -1) == [b"x"]
+    assert r.exists("src") == 0
+    blocked.close()
+
+
+def test_a_push_inside_exec_wakes_a_waiter(server, r):
+    blocked = server.raw()
+    blocked.send(resp("BLPOP", "q", "10"))
+    assert blocked.read_available(wait=0.1) == b""
+    p = r.pipeline(transaction=True)
+    p.rpush("q", "v")
+    p.llen("q")
+    assert p.execute() == [1, 1], "the transaction sees its own push"
+    assert blocked.read_resp(timeout=5) == b"*2\r\n$1\r\nq\r\n$1\r\nv\r\n"
+    blocked.close()
+
+
+def test_blocking_commands_do_not_block_inside_multi(r):
+    p = r.pipeline(transaction=True)
+    p.blpop(["nothing"], timeout=0)
+    p.blmove("nothing", "d", 0, "LEFT", "LEFT")
+    p.rpush("q", "a")
+    p.brpop(["q"], timeout=0)
+    assert p.execute() == [None, None, 1, (b"q", b"a")]
+
+
+def test_a_waiter_that_disconnects_takes_nothing(server, r):
+    gone = server.raw()
+    gone.send(resp("BLPOP", "q", "0"))
+    assert gone.read_available(wait=0.1) == b""
+    gone.close()
+    import time
+
+    time.sleep(0.2)
+    r.rpush("q", "kept")
+    time.sleep(0.1)
+    assert r.lrange("q", 0, -1) == [b"kept"]

@@ -190,6 +190,11 @@ pub fn call<'s, B: Body>(
     if deferred && !conn.waiting {
         conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
     }
+    // Clients blocked on lists this command pushed to are served now that its keys are
+    // unlocked (an EXEC's too: its queued commands run under the `Caller::Exec` path above).
+    if shared.blocking.pending() {
+        shared.blocking.serve(store);
+    }
     // CLIENT CACHING applies to the next command, or to the whole transaction that command
     // opens: Redis keeps the flag while the client is in MULTI and clears it after EXEC.
     if let Some(state) = conn.tracking.as_mut() {

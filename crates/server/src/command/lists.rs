@@ -21,21 +21,16 @@ fn as_list_mut(c: &mut Collection) -> &mut List {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    Left,
-    Right,
-}
+pub use crate::blocking::End;
 
-impl End {
-    fn parse(arg: &[u8]) -> Option<End> {
-        if arg.eq_ignore_ascii_case(b"left") {
-            Some(End::Left)
-        } else if arg.eq_ignore_ascii_case(b"right") {
-            Some(End::Right)
-        } else {
-            None
-        }
+/// LEFT or RIGHT.
+pub fn parse_end(arg: &[u8]) -> Option<End> {
+    if arg.eq_ignore_ascii_case(b"left") {
+        Some(End::Left)
+    } else if arg.eq_ignore_ascii_case(b"right") {
+        Some(End::Right)
+    } else {
+        None
     }
 }
 
@@ -52,7 +47,12 @@ fn push(ctx: &mut Ctx<'_, '_>, end: End, create: bool) {
         (l.len() as i64, true)
     });
     match result {
-        Ok(n) => ctx.int(n.unwrap_or(0)),
+        Ok(n) => {
+            if n.is_some() {
+                ctx.shared.blocking.key_ready(ctx.args.get(1));
+            }
+            ctx.int(n.unwrap_or(0))
+        }
         Err(f) => f.reply(ctx),
     }
 }
@@ -353,13 +353,18 @@ pub fn move_element(
 
 fn reply_moved(ctx: &mut Ctx<'_, '_>, result: Result<Option<Box<[u8]>>, Fail>) {
     match result {
-        Ok(v) => ctx.bulk_opt(v.as_deref()),
+        Ok(v) => {
+            if v.is_some() {
+                ctx.shared.blocking.key_ready(ctx.args.get(2));
+            }
+            ctx.bulk_opt(v.as_deref())
+        }
         Err(f) => f.reply(ctx),
     }
 }
 
 pub fn lmove(ctx: &mut Ctx<'_, '_>) {
-    let (Some(from), Some(to)) = (End::parse(ctx.arg(3)), End::parse(ctx.arg(4))) else {
+    let (Some(from), Some(to)) = (parse_end(ctx.arg(3)), parse_end(ctx.arg(4))) else {
         return ctx.err(SYNTAX);
     };
     let result = move_element(&mut ctx.db, ctx.args.get(1), ctx.args.get(2), from, to);

@@ -6,6 +6,7 @@
 //! Handlers append their reply to the connection's output buffer and never touch sockets.
 
 mod args;
+mod blocking_cmd;
 mod call;
 mod client_cmd;
 mod client_info;
@@ -107,6 +108,8 @@ pub struct Conn {
     published_command: &'static str,
     /// MONITOR mode: receives every command run; may not touch the keyspace.
     pub monitor: bool,
+    /// EXEC is running the queue: blocking commands do not block (as in Redis).
+    pub in_exec: bool,
 }
 
 impl Conn {
@@ -129,6 +132,7 @@ impl Conn {
             last_command: "",
             published_command: "",
             monitor: false,
+            in_exec: false,
         }
     }
 

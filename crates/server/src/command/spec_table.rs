@@ -1219,4 +1219,28 @@ pub static SPECS: &[Spec] = &[
         history: &[],
         subcommands: &[],
     },
+    Spec {
+        name: "blpop", flags: &["write", "noscript", "blocking"], acl: &["@write", "@list", "@slow", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: -2, keystep: 1, limit: 0 } }],
+        group: "list", since: "2.0.0", complexity: "O(N) where N is the number of provided keys.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[("6.0.0", "`timeout` is interpreted as a double instead of an integer.")],
+        subcommands: &[],
+    },
+    Spec {
+        name: "brpop", flags: &["write", "noscript", "blocking"], acl: &["@write", "@list", "@slow", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: -2, keystep: 1, limit: 0 } }],
+        group: "list", since: "2.0.0", complexity: "O(N) where N is the number of provided keys.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[("6.0.0", "`timeout` is interpreted as a double instead of an integer.")],
+        subcommands: &[],
+    },
+    Spec {
+        name: "blmove", flags: &["write", "denyoom", "noscript", "blocking"], acl: &["@write", "@list", "@slow", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }, KeySpec { notes: "", flags: &["RW", "insert"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],
+        group: "list", since: "6.2.0", complexity: "O(1)",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
 ];

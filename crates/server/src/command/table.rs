@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    hashes, info, introspect, keys, lists, observe_cmd, pubsub, reset, server, sets, sql, strings,
+    blocking_cmd, hashes, info, introspect, keys, lists, observe_cmd, pubsub, reset, server, sets, sql, strings,
     tags, txn, zrange, zsets, Handler,
 };
 
@@ -227,6 +227,10 @@ pub static COMMANDS: &[Command] = &[
     cmd("lpos", -3, READONLY, (1, 1, 1), lists::lpos, "Return the index of matching elements on a list."),
     cmd("lmove", 5, WRITE, (1, 2, 1), lists::lmove, "Pop an element from a list, push it to another list and return it."),
     cmd("rpoplpush", 3, WRITE, (1, 2, 1), lists::rpoplpush, "Remove the last element in a list, prepend it to another list and return it."),
+    // Blocking list pops (the client waits, its I/O thread does not).
+    cmd("blpop", -3, WRITE, (1, -2, 1), blocking_cmd::blpop, "Remove and get the first element in a list, or block until one is available."),
+    cmd("brpop", -3, WRITE, (1, -2, 1), blocking_cmd::brpop, "Remove and get the last element in a list, or block until one is available."),
+    cmd("blmove", 6, WRITE, (1, 2, 1), blocking_cmd::blmove, "Pop an element from a list, push it to another list and return it; or block until one is available."),
     // Publish/subscribe.
     cmd("subscribe", -2, PUBSUB, NONE, pubsub::subscribe, "Listens for messages on channels."),
     cmd("unsubscribe", -1, PUBSUB, NONE, pubsub::unsubscribe, "Stops listening on channels."),
