@@ -196,3 +196,34 @@ def test_wrongtype_and_multi(r):
     p.zincrby("z", 2, "a")
     p.zrange("z", 0, -1, withscores=True)
     assert p.execute() == [1, 3.0, [(b"a", 3.0)]]
+
+
+@pytest.mark.cairn_only
+def test_collections_count_in_maxmemory_and_are_evicted(server_factory):
+    """Sets, sorted sets and lists are charged to used_memory as they grow in place, and are
+    evicted under the limit (or refused with OOM under noeviction)."""
+    srv = server_factory("--maxmemory", "4mb")
+    c = srv.client()
+    base = c.info("memory")["used_memory"]
+    p = c.pipeline(transaction=False)
+    for i in range(0, 5000, 500):
+        p.sadd("set", *[f"member-{j:06}" for j in range(i, i + 500)])
+        p.zadd("zset", {f"member-{j:06}": j for j in range(i, i + 500)})
+        p.rpush("list", *[f"member-{j:06}" for j in range(i, i + 500)])
+    p.execute()
+    grown = c.info("memory")["used_memory"] - base
+    assert grown > 3 * 5000 * 16, grown
+    # Fill past the limit with more collections: old ones are evicted.
+    for k in range(60):
+        c.sadd(f"filler-{k}", *[f"{k}-{j:05}-padding-padding" for j in range(1000)])
+    info = c.info()
+    assert info["evicted_keys"] > 0
+    assert info["used_memory"] <= 4 * 1024 * 1024 * 1.2
+    c.close()
+    strict = server_factory("--maxmemory", "1mb", "--maxmemory-policy", "noeviction")
+    c = strict.client()
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        for k in range(100):
+            c.rpush("big", *[f"{k}-{j:05}-padding-padding" for j in range(1000)])
+    assert c.llen("big") > 0 and c.lpop("big") is not None, "reads and pops still work"
+    c.close()
