@@ -130,7 +130,11 @@ impl Blocking {
         let ticket = inner.next_ticket;
         inner.next_ticket += 1;
         for key in &keys {
-            inner.by_key.entry(key.clone()).or_default().push_back(ticket);
+            inner
+                .by_key
+                .entry(key.clone())
+                .or_default()
+                .push_back(ticket);
             // A push between the command's own attempt and now is not missed: look again.
             inner.ready.push(key.clone());
         }
@@ -197,7 +201,11 @@ impl Blocking {
                     return;
                 };
                 let w = &inner.waiters[&ticket];
-                match w.client.upgrade().filter(|c| !c.closed() && !peer_gone(c.fd)) {
+                match w
+                    .client
+                    .upgrade()
+                    .filter(|c| !c.closed() && !peer_gone(c.fd))
+                {
                     Some(c) => (ticket, c, w.op.clone()),
                     None => {
                         self.forget(&mut inner, ticket);
@@ -348,7 +356,9 @@ impl Blocking {
             .iter()
             .filter(|(_, w)| {
                 w.deadline.is_some_and(|d| d <= now)
-                    || w.client.upgrade().is_none_or(|c| c.closed() || peer_gone(c.fd))
+                    || w.client
+                        .upgrade()
+                        .is_none_or(|c| c.closed() || peer_gone(c.fd))
             })
             .map(|(&t, _)| t)
             .collect();
@@ -384,7 +394,11 @@ fn timer_loop(blocking: Weak<Blocking>) {
         let next = b.expire(Instant::now());
         let wake = next.map_or(Instant::now() + TICK, |d| d.min(Instant::now() + TICK));
         let mut inner = b.inner.lock();
-        if inner.waiters.values().all(|w| w.deadline.is_none_or(|d| d > Instant::now())) {
+        if inner
+            .waiters
+            .values()
+            .all(|w| w.deadline.is_none_or(|d| d > Instant::now()))
+        {
             b.timer.wait_until(&mut inner, wake);
         }
     }

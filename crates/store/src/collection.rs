@@ -149,7 +149,8 @@ impl ZSet {
     /// Removes `member`; returns its score.
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let score = self.scores.remove(member)?;
-        self.order.remove(&(Score(score), Box::<[u8]>::from(member)));
+        self.order
+            .remove(&(Score(score), Box::<[u8]>::from(member)));
         self.heap -= 2 * element_cost(member.len());
         Some(score)
     }
@@ -434,7 +435,10 @@ mod tests {
         z.insert(b"c", -0.0);
         z.insert(b"d", f64::INFINITY);
         let order: Vec<_> = z.iter().map(|(m, _)| m.to_vec()).collect();
-        assert_eq!(order, [b"c".to_vec(), b"a".to_vec(), b"b".to_vec(), b"d".to_vec()]);
+        assert_eq!(
+            order,
+            [b"c".to_vec(), b"a".to_vec(), b"b".to_vec(), b"d".to_vec()]
+        );
         assert_eq!(z.rank(b"b"), Some(2));
         assert_eq!(z.insert(b"b", 0.5), Some(1.0));
         assert_eq!(z.rank(b"b"), Some(1));

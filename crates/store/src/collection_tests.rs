@@ -60,8 +60,12 @@ fn in_place_updates_charge_memory_and_delete_frees_it() {
         add(&s, b"s", &format!("member-{i}"));
     }
     assert!(s.used_memory() > one + 2000 * 24, "{}", s.used_memory());
-    assert_ne!(s.read(b"s", |i| i.unwrap().cas()), cas, "a change gives a fresh CAS");
-    assert_eq!(s.read(b"s", |i| i.unwrap().kind()), Some(Kind::Set).unwrap());
+    assert_ne!(
+        s.read(b"s", |i| i.unwrap().cas()),
+        cas,
+        "a change gives a fresh CAS"
+    );
+    assert_eq!(s.read(b"s", |i| i.unwrap().kind()), Kind::Set);
     s.write(A, b"s", |e| e.remove());
     assert_eq!(s.used_memory(), base);
 }
@@ -90,9 +94,14 @@ fn rebuilds_move_the_collection_to_the_new_record() {
     s.write(A, b"s", |e| {
         let item = e.item().unwrap();
         let (kind, len, deadline) = (item.kind(), item.value().len(), item.expire_at());
-        e.put_record(kind, len, deadline, 0, TagWrite::Set(&[Tag { ty: 1, value: 2 }]), |buf, old| {
-            buf.copy_from_slice(old.unwrap().value())
-        })
+        e.put_record(
+            kind,
+            len,
+            deadline,
+            0,
+            TagWrite::Set(&[Tag { ty: 1, value: 2 }]),
+            |buf, old| buf.copy_from_slice(old.unwrap().value()),
+        )
         .unwrap();
     });
     add(&s, b"s", "c");
@@ -121,9 +130,18 @@ fn portable_values_round_trip_with_tags() {
     .unwrap()
     .expect("decodes");
     assert_eq!(members(&s, b"copy"), members(&s, b"s"));
-    assert_eq!(s.read(b"copy", |i| i.unwrap().tags().collect::<Vec<_>>()), tags);
     assert_eq!(
-        s.write(A, b"bad", |e| e.put_portable(Kind::ZSet, b"\x05", None, 0, TagWrite::Keep)),
+        s.read(b"copy", |i| i.unwrap().tags().collect::<Vec<_>>()),
+        tags
+    );
+    assert_eq!(
+        s.write(A, b"bad", |e| e.put_portable(
+            Kind::ZSet,
+            b"\x05",
+            None,
+            0,
+            TagWrite::Keep
+        )),
         Ok(None)
     );
 }
@@ -157,13 +175,19 @@ fn collections_count_against_the_limit_and_are_evicted() {
     let s = store(400_000);
     for k in 0..40 {
         let key = format!("set-{k}");
-        s.write(A, key.as_bytes(), |e| e.put_collection(set_of(&["seed"]), None))
-            .unwrap();
+        s.write(A, key.as_bytes(), |e| {
+            e.put_collection(set_of(&["seed"]), None)
+        })
+        .unwrap();
         for i in 0..400 {
             add(&s, key.as_bytes(), &format!("member-{i:08}"));
         }
     }
-    assert!(s.used_memory() <= 400_000 + 64 * 1024, "{}", s.used_memory());
+    assert!(
+        s.used_memory() <= 400_000 + 64 * 1024,
+        "{}",
+        s.used_memory()
+    );
     let stats = s.stats();
     assert!(stats.evicted > 0, "{stats:?}");
     assert!(stats.keys < 40);

@@ -10,11 +10,11 @@
 
 mod background;
 pub mod changes;
+#[cfg(test)]
+mod changes_tests;
 pub mod collection;
 #[cfg(test)]
 mod collection_tests;
-#[cfg(test)]
-mod changes_tests;
 pub mod glob;
 pub mod hash;
 mod item;

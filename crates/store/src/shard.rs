@@ -572,10 +572,17 @@ impl<'a> Entry<'a> {
         self.make_room(collection.memory())?;
         let boxed = Box::new(collection);
         // The closure owns the box: a write that fails before filling drops it with it.
-        self.put_record(kind, crate::item::POINTER_LEN, expire_at, 0, tags, move |buf, _| {
-            let addr = Box::into_raw(boxed) as usize;
-            buf.copy_from_slice(&addr.to_le_bytes());
-        })
+        self.put_record(
+            kind,
+            crate::item::POINTER_LEN,
+            expire_at,
+            0,
+            tags,
+            move |buf, _| {
+                let addr = Box::into_raw(boxed) as usize;
+                buf.copy_from_slice(&addr.to_le_bytes());
+            },
+        )
     }
 
     /// Changes the collection under the key in place (O(the change), not O(the collection)):
@@ -610,8 +617,12 @@ impl<'a> Entry<'a> {
         }
         let cas = self.next_cas();
         item.set_fresh_cas(cas);
-        self.shard
-            .record(self.store, self.author, self.key, ChangeKind::Set(Item::new(item)));
+        self.shard.record(
+            self.store,
+            self.author,
+            self.key,
+            ChangeKind::Set(Item::new(item)),
+        );
         self.store
             .cell(self.shard_index)
             .stored

@@ -100,8 +100,16 @@ pub fn store(db: &mut Db<'_, '_>, key: &[u8], collection: Collection) -> Result<
 /// None when it selects nothing.
 pub fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
-    let start = if start < 0 { (len + start).max(0) } else { start };
-    let stop = if stop < 0 { len + stop } else { stop.min(len - 1) };
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
     (start <= stop && start < len).then_some((start as usize, stop as usize + 1))
 }
 
@@ -155,7 +163,11 @@ pub fn scan_cursor(arg: &[u8]) -> Option<u64> {
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(arg).ok()?.parse::<i128>().ok().map(|n| n as u64)
+    std::str::from_utf8(arg)
+        .ok()?
+        .parse::<i128>()
+        .ok()
+        .map(|n| n as u64)
 }
 
 #[cfg(test)]

@@ -102,7 +102,10 @@ fn pop(ctx: &mut Ctx<'_, '_>, end: End) {
     } else {
         None
     };
-    match (pop_from(&mut ctx.db, ctx.args.get(1), end, count.unwrap_or(1)), count) {
+    match (
+        pop_from(&mut ctx.db, ctx.args.get(1), end, count.unwrap_or(1)),
+        count,
+    ) {
         (Err(f), _) => f.reply(ctx),
         (Ok(popped), None) => ctx.bulk_opt(popped.as_ref().and_then(|p| p.first()).map(|v| &**v)),
         (Ok(None), Some(_)) => ctx.nil_array(),
@@ -121,7 +124,10 @@ pub fn rpop(ctx: &mut Ctx<'_, '_>) {
 }
 
 /// Runs `f` on the list at argument 1 (None when missing), replying WRONGTYPE for others.
-fn with_list(ctx: &mut Ctx<'_, '_>, f: impl FnOnce(Option<&List>, &mut Vec<u8>, resp::reply::Version)) {
+fn with_list(
+    ctx: &mut Ctx<'_, '_>,
+    f: impl FnOnce(Option<&List>, &mut Vec<u8>, resp::reply::Version),
+) {
     let out = &mut *ctx.out;
     let v = ctx.conn.version;
     if let Err(fail) = coll::read(&mut ctx.db, ctx.args.get(1), Kind::List, |c| {
@@ -188,7 +194,11 @@ pub fn lrem(ctx: &mut Ctx<'_, '_>) {
     let value = ctx.arg(3);
     let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, false, |c| {
         let l = as_list_mut(c);
-        let limit = if count == 0 { usize::MAX } else { count.unsigned_abs() as usize };
+        let limit = if count == 0 {
+            usize::MAX
+        } else {
+            count.unsigned_abs() as usize
+        };
         // Matches counted from the end the count says; only the first `limit` go.
         let matches: Vec<usize> = l
             .iter()
@@ -292,7 +302,11 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>) {
         };
         let mut found = Vec::new();
         if let Some(l) = l {
-            let scan = if maxlen == 0 { l.len() } else { maxlen.min(l.len()) };
+            let scan = if maxlen == 0 {
+                l.len()
+            } else {
+                maxlen.min(l.len())
+            };
             let skip = (rank.unsigned_abs() - 1) as usize;
             let indexes: Box<dyn Iterator<Item = usize>> = if rank > 0 {
                 Box::new(0..scan)
@@ -312,7 +326,9 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>) {
             },
             Some(_) => {
                 resp::reply::array_len(out, found.len());
-                found.iter().for_each(|&i| resp::reply::integer(out, i as i64));
+                found
+                    .iter()
+                    .for_each(|&i| resp::reply::integer(out, i as i64));
             }
         }
     })
@@ -372,6 +388,12 @@ pub fn lmove(ctx: &mut Ctx<'_, '_>) {
 }
 
 pub fn rpoplpush(ctx: &mut Ctx<'_, '_>) {
-    let result = move_element(&mut ctx.db, ctx.args.get(1), ctx.args.get(2), End::Right, End::Left);
+    let result = move_element(
+        &mut ctx.db,
+        ctx.args.get(1),
+        ctx.args.get(2),
+        End::Right,
+        End::Left,
+    );
     reply_moved(ctx, result)
 }

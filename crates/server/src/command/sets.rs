@@ -225,7 +225,8 @@ pub fn sscan(ctx: &mut Ctx<'_, '_>) {
 pub fn smove(ctx: &mut Ctx<'_, '_>) {
     let (src, dst, member) = (ctx.arg(1), ctx.arg(2), ctx.arg(3));
     // Both types are checked before anything moves, as in Redis.
-    if coll::wrong_type(&mut ctx.db, src, Kind::Set) || coll::wrong_type(&mut ctx.db, dst, Kind::Set)
+    if coll::wrong_type(&mut ctx.db, src, Kind::Set)
+        || coll::wrong_type(&mut ctx.db, dst, Kind::Set)
     {
         return Fail::WrongType.reply(ctx);
     }

@@ -226,8 +226,14 @@ mod tests {
             let spec = spec(c.name).expect("metadata");
             if c.has(flags::MOVABLE) {
                 // Keys found from the arguments: their specs have a key count or a keyword.
-                assert!(spec.key_specs.iter().any(|ks| matches!(ks.find, Find::Keynum { .. })
-                    || matches!(ks.begin, Begin::Keyword { .. })), "{}", c.name);
+                assert!(
+                    spec.key_specs
+                        .iter()
+                        .any(|ks| matches!(ks.find, Find::Keynum { .. })
+                            || matches!(ks.begin, Begin::Keyword { .. })),
+                    "{}",
+                    c.name
+                );
                 continue;
             }
             let min = c.arity.unsigned_abs() as usize;

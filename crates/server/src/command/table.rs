@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    blocking_cmd, hashes, info, introspect, keys, lists, observe_cmd, pubsub, reset, server, sets, sql, strings,
-    tags, txn, zrange, zsets, Handler,
+    blocking_cmd, hashes, info, introspect, keys, lists, observe_cmd, pubsub, reset, server, sets,
+    sql, strings, tags, txn, zrange, zsets, Handler,
 };
 
 pub struct Command {

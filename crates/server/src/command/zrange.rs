@@ -88,7 +88,13 @@ fn lex_below(m: &[u8], max: &LexBound) -> bool {
 
 /// The members `range` selects, in order (descending when `rev`), after skipping `offset`
 /// and keeping `count` (None: all).
-fn select(z: &ZSet, range: &Range, rev: bool, offset: usize, count: Option<usize>) -> Vec<(Vec<u8>, f64)> {
+fn select(
+    z: &ZSet,
+    range: &Range,
+    rev: bool,
+    offset: usize,
+    count: Option<usize>,
+) -> Vec<(Vec<u8>, f64)> {
     let take = count.unwrap_or(usize::MAX);
     let own = |(m, s): (&[u8], f64)| (m.to_vec(), s);
     match range {
@@ -125,9 +131,20 @@ fn select(z: &ZSet, range: &Range, rev: bool, offset: usize, count: Option<usize
         Range::Lex(min, max) => {
             let inside = |&(m, _): &(&[u8], f64)| lex_above(m, min) && lex_below(m, max);
             if rev {
-                z.iter().rev().filter(inside).skip(offset).take(take).map(own).collect()
+                z.iter()
+                    .rev()
+                    .filter(inside)
+                    .skip(offset)
+                    .take(take)
+                    .map(own)
+                    .collect()
             } else {
-                z.iter().filter(inside).skip(offset).take(take).map(own).collect()
+                z.iter()
+                    .filter(inside)
+                    .skip(offset)
+                    .take(take)
+                    .map(own)
+                    .collect()
             }
         }
     }
@@ -168,7 +185,12 @@ fn parse_range(by: By, min: &[u8], max: &[u8]) -> Result<Range, &'static [u8]> {
 
 /// Parses `start stop [options]` from argument `at`: ZRANGE's options when `by` is None,
 /// otherwise the fixed form of the older commands (their `by` and `rev` given).
-fn parse_request(ctx: &Ctx<'_, '_>, at: usize, fixed: Option<(By, bool)>, store: bool) -> Result<Request, &'static [u8]> {
+fn parse_request(
+    ctx: &Ctx<'_, '_>,
+    at: usize,
+    fixed: Option<(By, bool)>,
+    store: bool,
+) -> Result<Request, &'static [u8]> {
     let (mut by, mut rev) = fixed.unwrap_or((By::Rank, false));
     let (mut limit, mut with_scores) = (None, false);
     let mut i = at + 2;
@@ -177,7 +199,8 @@ fn parse_request(ctx: &Ctx<'_, '_>, at: usize, fixed: Option<(By, bool)>, store:
         match option.as_slice() {
             b"withscores" if !store => with_scores = true,
             b"limit" if i + 2 < ctx.argc() && fixed.is_none_or(|(b, _)| b != By::Rank) => {
-                let (Some(o), Some(c)) = (parse_i64(ctx.arg(i + 1)), parse_i64(ctx.arg(i + 2))) else {
+                let (Some(o), Some(c)) = (parse_i64(ctx.arg(i + 1)), parse_i64(ctx.arg(i + 2)))
+                else {
                     return Err(NOT_INTEGER);
                 };
                 limit = Some((o, c));
@@ -198,7 +221,11 @@ fn parse_request(ctx: &Ctx<'_, '_>, at: usize, fixed: Option<(By, bool)>, store:
     }
     // With REV, ZRANGE's BYSCORE/BYLEX bounds come max first, as the REV commands take them.
     let (first, second) = (ctx.arg(at), ctx.arg(at + 1));
-    let (min, max) = if rev && by != By::Rank { (second, first) } else { (first, second) };
+    let (min, max) = if rev && by != By::Rank {
+        (second, first)
+    } else {
+        (first, second)
+    };
     let range = parse_range(by, min, max)?;
     let (offset, count) = match limit {
         None => (0, None),
@@ -220,8 +247,16 @@ fn range_reply(ctx: &mut Ctx<'_, '_>, fixed: Option<(By, bool)>) {
         Err(msg) => return ctx.err(msg),
     };
     let result = coll::read(&mut ctx.db, ctx.args.get(1), Kind::ZSet, |c| {
-        c.map(|c| select(as_zset(c), &request.range, request.rev, request.offset, request.count))
-            .unwrap_or_default()
+        c.map(|c| {
+            select(
+                as_zset(c),
+                &request.range,
+                request.rev,
+                request.offset,
+                request.count,
+            )
+        })
+        .unwrap_or_default()
     });
     match result {
         Ok(pairs) => reply_pairs(ctx, &pairs, request.with_scores, true),
@@ -254,8 +289,16 @@ pub fn zrangestore(ctx: &mut Ctx<'_, '_>) {
         Err(msg) => return ctx.err(msg),
     };
     let result = coll::read(&mut ctx.db, ctx.args.get(2), Kind::ZSet, |c| {
-        c.map(|c| select(as_zset(c), &request.range, request.rev, request.offset, request.count))
-            .unwrap_or_default()
+        c.map(|c| {
+            select(
+                as_zset(c),
+                &request.range,
+                request.rev,
+                request.offset,
+                request.count,
+            )
+        })
+        .unwrap_or_default()
     });
     let pairs = match result {
         Ok(p) => p,

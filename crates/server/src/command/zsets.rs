@@ -26,7 +26,12 @@ pub fn as_zset_mut(c: &mut Collection) -> &mut ZSet {
 
 /// Replies with (member, score) pairs: flat in RESP2 (scores as bulk strings), as two-element
 /// arrays in RESP3 when `nested` (what Redis 7 does for WITHSCORES and counted pops).
-pub fn reply_pairs(ctx: &mut Ctx<'_, '_>, pairs: &[(Vec<u8>, f64)], with_scores: bool, nested: bool) {
+pub fn reply_pairs(
+    ctx: &mut Ctx<'_, '_>,
+    pairs: &[(Vec<u8>, f64)],
+    with_scores: bool,
+    nested: bool,
+) {
     let resp3 = ctx.conn.version == resp::reply::Version::Resp3;
     if !with_scores {
         ctx.array(pairs.len());
@@ -73,13 +78,13 @@ pub fn zadd(ctx: &mut Ctx<'_, '_>) {
         i += 1;
     }
     let rest = ctx.argc() - i;
-    if rest == 0 || rest % 2 != 0 {
+    if rest == 0 || !rest.is_multiple_of(2) {
         return ctx.err(SYNTAX);
     }
     if f.nx && f.xx {
         return ctx.err(b"ERR XX and NX options at the same time are not compatible");
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return ctx.err(b"ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     if f.incr && rest > 2 {
@@ -248,7 +253,11 @@ fn pop(ctx: &mut Ctx<'_, '_>, max: bool) {
         let z = as_zset_mut(c);
         let n = count.unwrap_or(1).min(z.len());
         let picked: Vec<(Vec<u8>, f64)> = if max {
-            z.iter().rev().take(n).map(|(m, s)| (m.to_vec(), s)).collect()
+            z.iter()
+                .rev()
+                .take(n)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect()
         } else {
             z.iter().take(n).map(|(m, s)| (m.to_vec(), s)).collect()
         };
@@ -357,7 +366,10 @@ enum Aggregate {
 }
 
 /// The members and scores of a sorted set or set (scores 1) under `key`.
-fn load_weighted(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<Vec<(Vec<u8>, f64)>>, Fail> {
+/// Members with their scores, owned.
+type Scored = Vec<(Vec<u8>, f64)>;
+
+fn load_weighted(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<Scored>, Fail> {
     ctx.db.read(key, |item| match item {
         None => Ok(None),
         Some(item) => match item.collection() {
@@ -371,7 +383,9 @@ fn load_weighted(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<Vec<(Vec<u8
 /// ZUNIONSTORE / ZINTERSTORE: `dst numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX]`.
 fn combine_store(ctx: &mut Ctx<'_, '_>, inter: bool) {
     let name = if inter { "zinterstore" } else { "zunionstore" };
-    let Some(numkeys) = ctx.int_arg(2) else { return };
+    let Some(numkeys) = ctx.int_arg(2) else {
+        return;
+    };
     if numkeys < 1 {
         let msg = format!("ERR at least 1 input key is needed for '{name}' command");
         return ctx.err(msg.as_bytes());
