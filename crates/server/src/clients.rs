@@ -537,6 +537,23 @@ impl ClientRegistry {
     }
 }
 
+/// Whether the peer of socket `fd` has closed its side: a waiting connection does not read,
+/// so the hang-up shows only in the socket's poll state (POLLRDHUP also covers data still
+/// unread before the FIN). A client that only half-closed is treated as gone, as Redis does.
+pub fn peer_gone(fd: i32) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout; `fd` belongs to the live connection.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

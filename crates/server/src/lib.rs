@@ -1,5 +1,6 @@
 //! cairn-server: listeners, connections, threads and the command table over the store.
 
+pub mod blocking;
 pub mod clients;
 pub mod command;
 pub mod config;

@@ -31,6 +31,8 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     /// MONITOR, SLOWLOG, LATENCY.
     pub observe: Arc<crate::observe::Observe>,
+    /// Clients blocked in BLPOP / BRPOP / BLMOVE.
+    pub blocking: Arc<crate::blocking::Blocking>,
 }
 
 impl Shared {
@@ -79,6 +81,7 @@ impl Shared {
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
             observe: Arc::default(),
+            blocking: Arc::default(),
         });
         // The store's expiry rounds and evictions, timed for LATENCY.
         shared

@@ -110,7 +110,7 @@ pub const RECORD_OVERHEAD: usize = std::mem::size_of::<ChangeRecord>();
 impl ChangeRecord {
     pub(crate) fn of(change: &Change<'_>) -> ChangeRecord {
         let bytes: Box<[u8]> = match change.kind {
-            ChangeKind::Set(item) => item.ptr().bytes().into(),
+            ChangeKind::Set(item) => item.ptr().portable_bytes(),
             _ => change.key.into(),
         };
         ChangeRecord {

@@ -20,6 +20,7 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::collection::{self, Collection};
 use crate::tags::Tag;
 
 /// What a record holds.
@@ -27,9 +28,58 @@ use crate::tags::Tag;
 pub enum Kind {
     String,
     Hash,
+    Set,
+    ZSet,
+    List,
 }
 
+/// The meta byte's two kind bits: a string, a packed hash, a collection held out of line (the
+/// value is a pointer to a boxed `Collection`, owned by the record), or a collection's portable
+/// bytes (a copy in the change backlog: the value is the kind's byte, then `collection::encode`).
 const KIND_MASK: u8 = 0b11;
+const BITS_STRING: u8 = 0;
+const BITS_HASH: u8 = 1;
+const BITS_OUT_OF_LINE: u8 = 2;
+const BITS_PORTABLE: u8 = 3;
+
+impl Kind {
+    fn bits(self) -> u8 {
+        match self {
+            Kind::String => BITS_STRING,
+            Kind::Hash => BITS_HASH,
+            Kind::Set | Kind::ZSet | Kind::List => BITS_OUT_OF_LINE,
+        }
+    }
+
+    /// The byte a portable copy's value starts with.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Kind::String => 0,
+            Kind::Hash => 1,
+            Kind::Set => 2,
+            Kind::ZSet => 3,
+            Kind::List => 4,
+        }
+    }
+
+    fn from_code(code: u8) -> Kind {
+        match code {
+            0 => Kind::String,
+            1 => Kind::Hash,
+            2 => Kind::Set,
+            3 => Kind::ZSet,
+            _ => Kind::List,
+        }
+    }
+
+    /// Whether records of this kind are collections (sets, sorted sets, lists).
+    pub fn is_collection(self) -> bool {
+        matches!(self, Kind::Set | Kind::ZSet | Kind::List)
+    }
+}
+
+/// Bytes of an out-of-line record's value: the collection's address.
+pub(crate) const POINTER_LEN: usize = std::mem::size_of::<usize>();
 const HAS_EXPIRE: u8 = 0b100;
 const HAS_FLAGS: u8 = 0b1000;
 /// memcached meta protocol: the record was invalidated (`md ... I`) and is served as stale.
@@ -146,7 +196,7 @@ impl ItemPtr {
         // SAFETY: we write only inside the `size` bytes just allocated.
         unsafe {
             let buf = std::slice::from_raw_parts_mut(raw, size);
-            let mut meta = header.kind as u8;
+            let mut meta = header.kind.bits();
             if header.expire_at.is_some() {
                 meta |= HAS_EXPIRE;
             }
@@ -277,11 +327,103 @@ impl ItemPtr {
         std::slice::from_raw_parts_mut(self.0.as_ptr().add(o.key + o.key_len), o.value_len)
     }
 
-    pub fn kind(self) -> Kind {
+    fn kind_bits(self) -> u8 {
         // SAFETY: meta byte is the first byte of a live record.
-        match unsafe { *self.0.as_ptr() } & KIND_MASK {
-            0 => Kind::String,
-            _ => Kind::Hash,
+        unsafe { *self.0.as_ptr() & KIND_MASK }
+    }
+
+    pub fn kind(self) -> Kind {
+        match self.kind_bits() {
+            BITS_STRING => Kind::String,
+            BITS_HASH => Kind::Hash,
+            BITS_OUT_OF_LINE => self.collection().expect("out-of-line record").kind(),
+            _ => Kind::from_code(self.value().first().copied().unwrap_or(0)),
+        }
+    }
+
+    /// The collection an out-of-line record owns.
+    fn collection_addr(self) -> Option<*mut Collection> {
+        if self.kind_bits() != BITS_OUT_OF_LINE {
+            return None;
+        }
+        let addr = usize::from_le_bytes(self.value().try_into().expect("pointer value"));
+        Some(addr as *mut Collection)
+    }
+
+    pub fn collection<'a>(self) -> Option<&'a Collection> {
+        // SAFETY: the value of an out-of-line record is the address of its live box, which the
+        // record owns; the caller holds the shard lock for 'a.
+        self.collection_addr().map(|p| unsafe { &*p })
+    }
+
+    /// SAFETY: exclusive lock held, and no other reference to the collection alive.
+    pub unsafe fn collection_mut<'a>(self) -> Option<&'a mut Collection> {
+        self.collection_addr().map(|p| &mut *p)
+    }
+
+    /// Whether this record and `other` own the same collection (a rebuild moved it over).
+    pub fn shares_collection(self, other: ItemPtr) -> bool {
+        self.kind_bits() == BITS_OUT_OF_LINE
+            && other.kind_bits() == BITS_OUT_OF_LINE
+            && self.value() == other.value()
+    }
+
+    /// Forgets the collection (its new record owns it) so that freeing this one leaves it be.
+    /// SAFETY: the record is unreachable and about to be freed.
+    pub unsafe fn disown_collection(self) {
+        *self.0.as_ptr() &= !KIND_MASK;
+    }
+
+    /// Bytes charged for the record: its allocation, and the collection it owns.
+    pub fn charged(self) -> usize {
+        crate::shard::charge(self.alloc_size()) + self.collection().map_or(0, Collection::memory)
+    }
+
+    /// The record's value as portable bytes: a string's or hash's value as is, a collection
+    /// through `collection::encode`.
+    pub fn portable_value(self) -> std::borrow::Cow<'static, [u8]> {
+        match self.kind_bits() {
+            BITS_OUT_OF_LINE => {
+                let mut out = Vec::new();
+                collection::encode(self.collection().expect("out-of-line"), &mut out);
+                out.into()
+            }
+            BITS_PORTABLE => self.value()[1..].to_vec().into(),
+            _ => self.value().to_vec().into(),
+        }
+    }
+
+    /// A byte copy of the whole record that stands on its own (the change backlog keeps it):
+    /// an out-of-line record is copied with its collection's portable bytes as value.
+    pub fn portable_bytes(self) -> Box<[u8]> {
+        if self.kind_bits() != BITS_OUT_OF_LINE {
+            return self.bytes().into();
+        }
+        let kind = self.kind();
+        let encoded = self.portable_value();
+        let tags: Vec<Tag> = self.tags().collect();
+        let o = self.offsets();
+        let header = Header {
+            tags: &tags,
+            kind: Kind::String,
+            key_len: o.key_len,
+            value_len: 1 + encoded.len(),
+            expire_at: o.expire.map(|at| u64::from_le(self.read_u64(at))),
+            flags: self.flags(),
+            cas: self.cas(),
+            version: o.version.map(|at| u64::from_le(self.read_u64(at))),
+        };
+        let copy = ItemPtr::new(&header, self.key());
+        // SAFETY: the copy is ours alone; it is a plain record (no collection to free).
+        unsafe {
+            *copy.0.as_ptr() |= BITS_PORTABLE;
+            let value = copy.value_mut();
+            value[0] = kind.code();
+            value[1..].copy_from_slice(&encoded);
+            let bytes: Box<[u8]> = copy.bytes().into();
+            *copy.0.as_ptr() &= !KIND_MASK;
+            copy.free();
+            bytes
         }
     }
 
@@ -447,6 +589,9 @@ impl ItemPtr {
 
     /// SAFETY: the record must be unreachable from any table and freed exactly once.
     pub unsafe fn free(self) {
+        if let Some(collection) = self.collection_addr() {
+            drop(Box::from_raw(collection));
+        }
         let size = self.alloc_size();
         dealloc(self.0.as_ptr(), Layout::from_size_align_unchecked(size, 1));
     }
@@ -477,6 +622,19 @@ impl<'a> Item<'a> {
     }
     pub fn kind(&self) -> Kind {
         self.ptr.kind()
+    }
+    /// The set, sorted set or list the record holds (None for strings and hashes). (A
+    /// collection record's `value` is its collection's address: copy `portable_value`.)
+    pub fn collection(&self) -> Option<&'a Collection> {
+        self.ptr.collection()
+    }
+    /// The value as portable bytes, whatever the kind (what `Entry::put_portable` reads).
+    pub fn portable_value(&self) -> std::borrow::Cow<'static, [u8]> {
+        self.ptr.portable_value()
+    }
+    /// Bytes the record is charged (its allocation and the collection it owns).
+    pub fn memory(&self) -> usize {
+        self.ptr.charged()
     }
     /// Absolute deadline in Unix milliseconds, if any.
     pub fn expire_at(&self) -> Option<u64> {

@@ -13,6 +13,9 @@ pub mod changes;
 #[cfg(test)]
 mod changes_tests;
 mod evict;
+pub mod collection;
+#[cfg(test)]
+mod collection_tests;
 pub mod glob;
 pub mod hash;
 mod item;
@@ -33,6 +36,7 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 pub use changes::{Change, ChangeKind, ChangeRecord, ChangeTap, Cursor, Lagged, RecordKind};
 pub use evict::{lfu_increment, random_u64, EvictionPolicy, LFU_INIT};
+pub use collection::Collection;
 pub use item::{Item, Kind};
 pub use moves::Moved;
 pub use shard::{Entry, OutOfMemory, TagWrite};

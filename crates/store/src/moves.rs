@@ -3,9 +3,8 @@
 //! tags; it gets a fresh CAS. In the change stream a move is the `Set` of the new key followed by
 //! the `Delete` of the old one (so tracking invalidates both), a copy is the `Set` of the new key.
 //!
-//! The value is cloned by [`owned_value`], which matches every [`Kind`] exhaustively: a kind
-//! whose value lives out of line (a reference to other allocations) must say there how its
-//! value is cloned, or this stops compiling.
+//! The value travels as the record's portable bytes (`Item::portable_value`, read back by
+//! `Entry::put_portable`), so a collection held out of line is copied, never shared.
 
 use crate::item::{Item, Kind};
 use crate::shard::{OutOfMemory, TagWrite};
@@ -31,17 +30,10 @@ struct Detached {
     tags: Vec<Tag>,
 }
 
-/// The bytes a record of `kind` needs for its copy to own its value.
-fn owned_value(kind: Kind, value: &[u8]) -> Vec<u8> {
-    match kind {
-        Kind::String | Kind::Hash => value.to_vec(),
-    }
-}
-
 fn detach(item: Item<'_>) -> Detached {
     Detached {
         kind: item.kind(),
-        value: owned_value(item.kind(), item.value()),
+        value: item.portable_value().into_owned(),
         expire_at: item.expire_at(),
         flags: item.flags(),
         tags: item.tags().collect(),
@@ -66,15 +58,15 @@ impl Locked<'_> {
             if e.exists() && !replace {
                 return Ok(false);
             }
-            e.put_record(
+            e.put_portable(
                 record.kind,
-                record.value.len(),
+                &record.value,
                 record.expire_at,
                 record.flags,
                 TagWrite::Set(&record.tags),
-                |buf, _| buf.copy_from_slice(&record.value),
             )
-            .map(|_| true)
+            // The bytes came from a live record of that kind: they decode.
+            .map(|cas| cas.is_some())
         })?;
         if !written {
             return Ok(Moved::DestinationExists);

@@ -10,6 +10,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::changes::{ChangeKind, Log};
+use crate::collection::{self, Collection};
 use crate::item::{Header, Item, ItemPtr, Kind};
 use crate::table::{KeyHash, Probe, Table};
 use crate::tags::{reference, Tag, ENTRY_COST};
@@ -109,7 +110,7 @@ impl Shard {
     /// the caller. Returns it with the bytes it was charged.
     pub fn unlink_slot(&mut self, store: &Store, slot: usize) -> (ItemPtr, usize) {
         let item = self.table.remove_at(slot);
-        let mut freed = charge(item.alloc_size());
+        let mut freed = item.charged();
         if item.has_tags() {
             freed += ENTRY_COST
                 * store
@@ -305,7 +306,7 @@ impl<'a> Entry<'a> {
         let old_charge = match self.probe {
             Probe::Found(i) => {
                 let old = self.shard.table.item_at(i).expect("occupied");
-                charge(old.alloc_size()) + ENTRY_COST * old.tags().len()
+                old.charged() + ENTRY_COST * old.tags().len()
             }
             Probe::Vacant(_) => 0,
         };
@@ -344,6 +345,11 @@ impl<'a> Entry<'a> {
             if how != Put::Write || lfu {
                 item.set_reference(old.reference());
             }
+            // A rebuild (a new deadline, new tags) moves the collection over to the new record.
+            if item.shares_collection(old) {
+                // SAFETY: `old` was just unlinked and is freed right below.
+                unsafe { old.disown_collection() };
+            }
             self.store.release(old, freed);
         }
         let i = match self.probe {
@@ -353,7 +359,7 @@ impl<'a> Entry<'a> {
             .table
             .insert_at(i, self.hash, item, expire_at.is_some());
         self.probe = Probe::Found(i);
-        let mut charged = charge(item.alloc_size());
+        let mut charged = item.charged();
         if !tags.is_empty() {
             let added = self.store.tags.insert(
                 tags.iter().copied(),
@@ -528,6 +534,115 @@ impl<'a> Entry<'a> {
         let change = ChangeKind::Cas(cas);
         self.shard.record(self.store, self.author, self.key, change);
         true
+    }
+
+    /// Writes `collection` (a set, sorted set or list) under the key, replacing any record; the
+    /// record owns it and is charged for it. Tags are kept. Returns the new CAS.
+    pub fn put_collection(
+        &mut self,
+        collection: Collection,
+        expire_at: Option<u64>,
+    ) -> Result<u64, OutOfMemory> {
+        self.put_collection_tagged(collection, expire_at, TagWrite::Keep)
+    }
+
+    fn put_collection_tagged(
+        &mut self,
+        collection: Collection,
+        expire_at: Option<u64>,
+        tags: TagWrite<'_>,
+    ) -> Result<u64, OutOfMemory> {
+        let kind = collection.kind();
+        // The record's own size is checked by the write; its collection's here.
+        self.make_room(collection.memory())?;
+        let boxed = Box::new(collection);
+        // The closure owns the box: a write that fails before filling drops it with it.
+        self.put_record(
+            kind,
+            crate::item::POINTER_LEN,
+            expire_at,
+            0,
+            tags,
+            move |buf, _| {
+                let addr = Box::into_raw(boxed) as usize;
+                buf.copy_from_slice(&addr.to_le_bytes());
+            },
+        )
+    }
+
+    /// Changes the collection under the key in place (O(the change), not O(the collection)):
+    /// `f` returns its result and whether it changed anything. A change gives the record a
+    /// fresh CAS and is recorded as a `Set`; a collection left empty is deleted, as Redis
+    /// deletes empty keys. Fails before `f` runs when memory is over the limit and nothing can
+    /// be evicted. `None` when there is no collection under the key.
+    pub fn update_collection<R>(
+        &mut self,
+        f: impl FnOnce(&mut Collection) -> (R, bool),
+    ) -> Option<Result<R, OutOfMemory>> {
+        let Probe::Found(i) = self.probe else {
+            return None;
+        };
+        let item = self.shard.table.item_at(i).expect("occupied");
+        // SAFETY: the exclusive lock is held; the reference lives only during `f`.
+        let collection = unsafe { item.collection_mut() }?;
+        if let Err(oom) = self.make_room(0) {
+            return Some(Err(oom));
+        }
+        let before = collection.memory();
+        let (result, changed) = f(collection);
+        let after = collection.memory();
+        self.shard.used = self.shard.used + after - before;
+        self.store.account(after as isize - before as isize);
+        if !changed {
+            return Some(Ok(result));
+        }
+        if collection.is_empty() {
+            self.remove();
+            return Some(Ok(result));
+        }
+        let cas = self.next_cas();
+        item.set_fresh_cas(cas);
+        self.shard.record(
+            self.store,
+            self.author,
+            self.key,
+            ChangeKind::Set(Item::new(item)),
+        );
+        self.store
+            .cell(self.shard_index)
+            .stored
+            .fetch_add(1, Ordering::Relaxed);
+        if after > before {
+            // Grown past the limit: make room elsewhere (the write itself stands, as a
+            // Redis command that was let in runs to its end).
+            let _ = self.make_room(0);
+        }
+        Some(Ok(result))
+    }
+
+    /// Writes a record of `kind` from its portable value (`Item::portable_value`: snapshots,
+    /// COPY), replacing any record. Tags as `tags` says. `Ok(None)` when the bytes do not
+    /// decode as `kind`.
+    pub fn put_portable(
+        &mut self,
+        kind: Kind,
+        portable: &[u8],
+        expire_at: Option<u64>,
+        flags: u32,
+        tags: TagWrite<'_>,
+    ) -> Result<Option<u64>, OutOfMemory> {
+        if !kind.is_collection() {
+            return self
+                .put_record(kind, portable.len(), expire_at, flags, tags, |buf, _| {
+                    buf.copy_from_slice(portable)
+                })
+                .map(Some);
+        }
+        let Some(collection) = collection::decode(kind, portable) else {
+            return Ok(None);
+        };
+        self.put_collection_tagged(collection, expire_at, tags)
+            .map(Some)
     }
 
     /// Frees memory until `extra` more bytes fit under the limit: from this shard first, then

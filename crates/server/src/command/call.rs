@@ -175,6 +175,11 @@ pub fn call<'s, B: Body>(
     let store = &*shared.store;
     let author = conn.author();
     match body.args().filter(|_| !command.has(flags::NOQUEUE)) {
+        Some(args) if command.has(flags::MOVABLE) => {
+            let keys = movable_keys(command, args);
+            let mut locked = store.lock_keys(author, keys.iter().map(|&i| args.get(i)));
+            run(shared, conn, out, command, body, Db::Locked(&mut locked));
+        }
         Some(args) if command.key_positions(args.len()).nth(1).is_some() => {
             let keys = command.key_positions(args.len()).map(|i| args.get(i));
             let mut locked = store.lock_keys(author, keys);
@@ -184,6 +189,11 @@ pub fn call<'s, B: Body>(
     }
     if deferred && !conn.waiting {
         conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
+    }
+    // Clients blocked on lists this command pushed to are served now that its keys are
+    // unlocked (an EXEC's too: its queued commands run under the `Caller::Exec` path above).
+    if shared.blocking.pending() {
+        shared.blocking.serve(store);
     }
     // CLIENT CACHING applies to the next command, or to the whole transaction that command
     // opens: Redis keeps the flag while the client is in MULTI and clears it after EXEC.
@@ -295,10 +305,28 @@ fn remember_reads(command: &Command, args: Args<'_>, shared: &Shared, conn: &Con
         return;
     };
     if command.has(flags::READONLY) && state.tracks_reads() {
+        if command.has(flags::MOVABLE) {
+            for i in movable_keys(command, args) {
+                shared.tracking.remember(args.get(i), &state.tracker);
+            }
+            return;
+        }
         for i in command.key_positions(args.len()) {
             shared.tracking.remember(args.get(i), &state.tracker);
         }
     }
+}
+
+/// The key positions of a command whose keys move with its arguments (`flags::MOVABLE`), as
+/// its key specs find them. When they cannot be found (a bad key count, which the handler
+/// refuses before touching a key) every argument counts, so that whatever the handler might
+/// read is locked.
+pub(super) fn movable_keys(command: &Command, args: Args<'_>) -> Vec<usize> {
+    let argv: Vec<&[u8]> = (0..args.len()).map(|i| args.get(i)).collect();
+    super::spec::spec(command.name)
+        .and_then(|spec| super::spec::find_keys(spec, &argv))
+        .map(|keys| keys.iter().map(|k| k.pos).collect())
+        .unwrap_or_else(|| (1..args.len()).collect())
 }
 
 #[cfg(test)]

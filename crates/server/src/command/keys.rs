@@ -24,11 +24,7 @@ pub fn exists(ctx: &mut Ctx<'_, '_>) {
 
 pub fn type_of(ctx: &mut Ctx<'_, '_>) {
     let kind = ctx.db.read(ctx.args.get(1), |item| item.map(|i| i.kind()));
-    ctx.simple(match kind {
-        None => b"none",
-        Some(Kind::String) => b"string",
-        Some(Kind::Hash) => b"hash",
-    })
+    ctx.simple(kind.map_or(b"none", kind_name))
 }
 
 fn expire_generic(ctx: &mut Ctx<'_, '_>, unit_ms: i64, absolute: bool) {
@@ -134,6 +130,9 @@ pub(super) fn kind_name(kind: Kind) -> &'static [u8] {
     match kind {
         Kind::String => b"string",
         Kind::Hash => b"hash",
+        Kind::Set => b"set",
+        Kind::ZSet => b"zset",
+        Kind::List => b"list",
     }
 }
 

@@ -6,19 +6,23 @@
 //! Handlers append their reply to the connection's output buffer and never touch sockets.
 
 mod args;
+mod blocking_cmd;
 mod call;
 mod client_cmd;
 mod client_info;
+mod collections;
 mod hashes;
 mod info;
 mod introspect;
 mod keys;
 mod object;
+mod lists;
 mod observe_cmd;
 pub(crate) mod observe_hook;
 mod pubsub;
 mod reset;
 mod server;
+mod sets;
 mod spec;
 mod spec_table;
 mod sql;
@@ -27,6 +31,8 @@ mod table;
 mod tags;
 mod tracking_cmd;
 pub mod txn;
+mod zrange;
+mod zsets;
 
 use std::sync::Arc;
 
@@ -59,6 +65,9 @@ pub mod flags {
     pub const PUBSUB: u16 = 1 << 8;
     /// Replies later from another thread (SQL): cannot be queued by MULTI.
     pub const DEFERRED: u16 = 1 << 9;
+    /// Its keys are found by its key specs from the arguments (a key count: SINTERCARD,
+    /// ZUNIONSTORE...), not by the table's fixed positions (Redis's `movablekeys`).
+    pub const MOVABLE: u16 = 1 << 10;
 }
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -100,6 +109,8 @@ pub struct Conn {
     published_command: &'static str,
     /// MONITOR mode: receives every command run; may not touch the keyspace.
     pub monitor: bool,
+    /// EXEC is running the queue: blocking commands do not block (as in Redis).
+    pub in_exec: bool,
 }
 
 impl Conn {
@@ -122,6 +133,7 @@ impl Conn {
             last_command: "",
             published_command: "",
             monitor: false,
+            in_exec: false,
         }
     }
 

@@ -41,6 +41,8 @@ Please note that when switching between policies at runtime LRU and LFU data wil
 
 /// The name Redis would give the record's representation. Strings: `int`, `embstr` or `raw`
 /// as Redis chooses them; a hash is one packed field list, which is what Redis's `listpack` is.
+/// Collections are always held out of line (`store::collection`): the names of Redis's
+/// out-of-line encodings.
 fn encoding(item: &Item<'_>) -> &'static str {
     match item.kind() {
         Kind::String => {
@@ -54,6 +56,9 @@ fn encoding(item: &Item<'_>) -> &'static str {
             }
         }
         Kind::Hash => "listpack",
+        Kind::Set => "hashtable",
+        Kind::ZSet => "skiplist",
+        Kind::List => "quicklist",
     }
 }
 

@@ -11,6 +11,7 @@ use resp::reply::{self, Version};
 use sql::{ExpiryRules, Reply, Request, SqlError, Value};
 
 use super::{parse_i64, Ctx};
+use crate::clients::peer_gone;
 
 fn params(ctx: &Ctx<'_, '_>) -> Vec<Value> {
     ctx.args
@@ -66,23 +67,6 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
             client.post(&out, true);
         }),
     );
-}
-
-/// Whether the peer of socket `fd` has closed its side: a waiting connection does not read,
-/// so the hang-up shows only in the socket's poll state (POLLRDHUP also covers data still
-/// unread before the FIN). A client that only half-closed is treated as gone, as Redis does.
-fn peer_gone(fd: i32) -> bool {
-    if fd < 0 {
-        return false;
-    }
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, zero timeout; `fd` belongs to the live connection.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 pub fn exec(ctx: &mut Ctx<'_, '_>) {

@@ -65,9 +65,11 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
         }
     }
     ctx.array(queue.len());
+    ctx.conn.in_exec = true;
     for queued in &queue {
         run_queued(ctx, queued, &mut locked);
     }
+    ctx.conn.in_exec = false;
 }
 
 /// Runs one queued command through the same `call` as a command sent alone (tracking of its

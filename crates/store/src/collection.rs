@@ -1,0 +1,515 @@
+//! Sets, sorted sets and lists: the structures a collection record's value points at.
+//!
+//! A collection lives out of line: the record (see `item`) holds a pointer to a boxed
+//! [`Collection`], and commands change it in place under the shard's exclusive lock, so that
+//! no write costs O(size of the collection) (a packed value, as hashes use, is rewritten whole
+//! on every change). Each structure keeps an estimate of the heap bytes it holds, which the
+//! shard charges to its `used` memory (so that collections count in `--maxmemory` and are
+//! evicted like any record). [`encode`] and [`decode`] turn a collection into portable bytes
+//! and back (snapshots, COPY, the change backlog).
+//!
+//! - a set is an insertion-ordered hash set (`IndexSet`): O(1) add, remove and random member;
+//! - a sorted set is a hash map member -> score beside an ordered tree of (score, member);
+//! - a list is a ring buffer (`VecDeque`): O(1) push and pop at both ends.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use indexmap::IndexSet;
+
+type Hasher = ahash::RandomState;
+
+/// What a collection record holds.
+pub enum Collection {
+    Set(Set),
+    ZSet(ZSet),
+    List(List),
+}
+
+/// Bytes the allocator takes for an element of `len` bytes (its 8-byte step).
+fn element_cost(len: usize) -> usize {
+    (len + 7) & !7
+}
+
+/// A set of byte strings.
+#[derive(Default)]
+pub struct Set {
+    members: IndexSet<Box<[u8]>, Hasher>,
+    /// Heap bytes of the members themselves.
+    heap: usize,
+}
+
+impl Set {
+    pub fn new() -> Set {
+        Set::default()
+    }
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+    pub fn contains(&self, member: &[u8]) -> bool {
+        self.members.contains(member)
+    }
+    /// Adds `member`; returns whether it was new.
+    pub fn insert(&mut self, member: &[u8]) -> bool {
+        if self.members.contains(member) {
+            return false;
+        }
+        self.heap += element_cost(member.len());
+        self.members.insert(member.into())
+    }
+    /// Removes `member`; returns whether it was there. O(1): the last member takes its place.
+    pub fn remove(&mut self, member: &[u8]) -> bool {
+        let removed = self.members.swap_remove(member);
+        if removed {
+            self.heap -= element_cost(member.len());
+        }
+        removed
+    }
+    /// The member at `index` (0..len) in the set's internal order (for random picks).
+    pub fn get_index(&self, index: usize) -> Option<&[u8]> {
+        self.members.get_index(index).map(|m| &**m)
+    }
+    /// Removes and returns the member at `index`.
+    pub fn take_index(&mut self, index: usize) -> Option<Box<[u8]>> {
+        let member = self.members.swap_remove_index(index)?;
+        self.heap -= element_cost(member.len());
+        Some(member)
+    }
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> {
+        self.members.iter().map(|m| &**m)
+    }
+    fn memory(&self) -> usize {
+        // A slot of the index (16-byte box + 8-byte hash) and of the hash table (8 + control).
+        self.members.capacity() * 33 + self.heap
+    }
+}
+
+/// A score with the total order sorted sets use (no NaN is ever stored; -0 is stored as 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Score(pub f64);
+
+impl Eq for Score {}
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// A sorted set: members ordered by (score, member bytes).
+#[derive(Default)]
+pub struct ZSet {
+    scores: HashMap<Box<[u8]>, f64, Hasher>,
+    order: BTreeSet<(Score, Box<[u8]>)>,
+    heap: usize,
+}
+
+impl ZSet {
+    pub fn new() -> ZSet {
+        ZSet::default()
+    }
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+    pub fn score(&self, member: &[u8]) -> Option<f64> {
+        self.scores.get(member).copied()
+    }
+    /// Sets `member`'s score; returns the score it had.
+    pub fn insert(&mut self, member: &[u8], score: f64) -> Option<f64> {
+        debug_assert!(!score.is_nan());
+        let score = if score == 0.0 { 0.0 } else { score };
+        match self.scores.get_mut(member) {
+            Some(old) => {
+                let previous = *old;
+                if previous != score {
+                    *old = score;
+                    let key = (Score(previous), Box::<[u8]>::from(member));
+                    self.order.remove(&key);
+                    self.order.insert((Score(score), key.1));
+                }
+                Some(previous)
+            }
+            None => {
+                self.heap += 2 * element_cost(member.len());
+                self.scores.insert(member.into(), score);
+                self.order.insert((Score(score), member.into()));
+                None
+            }
+        }
+    }
+    /// Removes `member`; returns its score.
+    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
+        let score = self.scores.remove(member)?;
+        self.order
+            .remove(&(Score(score), Box::<[u8]>::from(member)));
+        self.heap -= 2 * element_cost(member.len());
+        Some(score)
+    }
+    /// Members in order (lowest score first), with their scores.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> {
+        self.order.iter().map(|(s, m)| (&**m, s.0))
+    }
+    /// Members from the first whose score is >= `min` on (O(log n) to the start).
+    pub fn from_score(&self, min: f64) -> impl Iterator<Item = (&[u8], f64)> {
+        let start = (Score(min), Box::<[u8]>::from(&[][..]));
+        self.order.range(start..).map(|(s, m)| (&**m, s.0))
+    }
+    /// Members from the last whose score is <= `max` down (O(log n) to the start).
+    pub fn down_from_score(&self, max: f64) -> impl Iterator<Item = (&[u8], f64)> {
+        // Everything below (the next score up, no member): every member scored <= max.
+        use std::ops::Bound;
+        let end = if max == f64::INFINITY {
+            Bound::Unbounded
+        } else {
+            Bound::Excluded((Score(max.next_up()), Box::<[u8]>::from(&[][..])))
+        };
+        self.order
+            .range((Bound::Unbounded, end))
+            .rev()
+            .map(|(s, m)| (&**m, s.0))
+    }
+    /// The 0-based position of `member` in score order.
+    pub fn rank(&self, member: &[u8]) -> Option<usize> {
+        let score = self.score(member)?;
+        Some(
+            self.order
+                .range(..(Score(score), Box::<[u8]>::from(member)))
+                .count(),
+        )
+    }
+    fn memory(&self) -> usize {
+        // Hash slot (16 + 8 + control) plus a tree entry (24 + node share).
+        self.scores.capacity() * 33 + self.order.len() * 40 + self.heap
+    }
+}
+
+/// A list of byte strings.
+#[derive(Default)]
+pub struct List {
+    items: VecDeque<Box<[u8]>>,
+    heap: usize,
+}
+
+impl List {
+    pub fn new() -> List {
+        List::default()
+    }
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    pub fn get(&self, index: usize) -> Option<&[u8]> {
+        self.items.get(index).map(|v| &**v)
+    }
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator {
+        self.items.iter().map(|v| &**v)
+    }
+    pub fn push_front(&mut self, value: &[u8]) {
+        self.heap += element_cost(value.len());
+        self.items.push_front(value.into());
+    }
+    pub fn push_back(&mut self, value: &[u8]) {
+        self.heap += element_cost(value.len());
+        self.items.push_back(value.into());
+    }
+    pub fn pop_front(&mut self) -> Option<Box<[u8]>> {
+        let v = self.items.pop_front()?;
+        self.heap -= element_cost(v.len());
+        Some(v)
+    }
+    pub fn pop_back(&mut self) -> Option<Box<[u8]>> {
+        let v = self.items.pop_back()?;
+        self.heap -= element_cost(v.len());
+        Some(v)
+    }
+    /// Replaces the element at `index`; false when out of range.
+    pub fn set(&mut self, index: usize, value: &[u8]) -> bool {
+        let Some(slot) = self.items.get_mut(index) else {
+            return false;
+        };
+        self.heap = self.heap - element_cost(slot.len()) + element_cost(value.len());
+        *slot = value.into();
+        true
+    }
+    pub fn insert(&mut self, index: usize, value: &[u8]) {
+        self.heap += element_cost(value.len());
+        self.items.insert(index, value.into());
+    }
+    pub fn remove(&mut self, index: usize) -> Option<Box<[u8]>> {
+        let v = self.items.remove(index)?;
+        self.heap -= element_cost(v.len());
+        Some(v)
+    }
+    /// Keeps only the elements in `start..end`.
+    pub fn keep_range(&mut self, start: usize, end: usize) {
+        let end = end.min(self.items.len());
+        let start = start.min(end);
+        let mut freed = 0;
+        for v in self.items.drain(end..) {
+            freed += element_cost(v.len());
+        }
+        for v in self.items.drain(..start) {
+            freed += element_cost(v.len());
+        }
+        self.heap -= freed;
+        if self.items.capacity() > 64 && self.items.len() < self.items.capacity() / 4 {
+            self.items.shrink_to_fit();
+        }
+    }
+    /// Keeps the elements for which `keep` says true, in order; returns how many went.
+    pub fn retain(&mut self, mut keep: impl FnMut(usize, &[u8]) -> bool) -> usize {
+        let before = self.items.len();
+        let mut index = 0;
+        let mut freed = 0;
+        self.items.retain(|v| {
+            let kept = keep(index, v);
+            index += 1;
+            if !kept {
+                freed += element_cost(v.len());
+            }
+            kept
+        });
+        self.heap -= freed;
+        before - self.items.len()
+    }
+    fn memory(&self) -> usize {
+        self.items.capacity() * 16 + self.heap
+    }
+}
+
+impl Collection {
+    pub fn len(&self) -> usize {
+        match self {
+            Collection::Set(s) => s.len(),
+            Collection::ZSet(z) => z.len(),
+            Collection::List(l) => l.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn kind(&self) -> crate::Kind {
+        match self {
+            Collection::Set(_) => crate::Kind::Set,
+            Collection::ZSet(_) => crate::Kind::ZSet,
+            Collection::List(_) => crate::Kind::List,
+        }
+    }
+    /// Heap bytes the collection holds (its box included): what the shard charges for it.
+    pub fn memory(&self) -> usize {
+        std::mem::size_of::<Collection>()
+            + match self {
+                Collection::Set(s) => s.memory(),
+                Collection::ZSet(z) => z.memory(),
+                Collection::List(l) => l.memory(),
+            }
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(buf: &mut &[u8]) -> Option<usize> {
+    let mut v = 0usize;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        v |= ((b & 0x7f) as usize) << (7 * i);
+        if b < 0x80 {
+            *buf = &buf[i + 1..];
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn get_bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = get_varint(buf)?;
+    let part = buf.get(..len)?;
+    *buf = &buf[len..];
+    Some(part)
+}
+
+/// The collection as portable bytes: its element count, then each element (length-prefixed;
+/// a sorted set's member followed by its score's 8 bytes), in the collection's order.
+pub fn encode(collection: &Collection, out: &mut Vec<u8>) {
+    put_varint(out, collection.len());
+    let element = |out: &mut Vec<u8>, e: &[u8]| {
+        put_varint(out, e.len());
+        out.extend_from_slice(e);
+    };
+    match collection {
+        Collection::Set(s) => s.iter().for_each(|m| element(out, m)),
+        Collection::List(l) => l.iter().for_each(|v| element(out, v)),
+        Collection::ZSet(z) => z.iter().for_each(|(m, score)| {
+            element(out, m);
+            out.extend_from_slice(&score.to_le_bytes());
+        }),
+    }
+}
+
+/// Reads `encode`'s bytes back as a collection of `kind`; None when they are malformed.
+pub fn decode(kind: crate::Kind, mut buf: &[u8]) -> Option<Collection> {
+    let buf = &mut buf;
+    let count = get_varint(buf)?;
+    // Every element takes at least one byte: a count beyond that is malformed, not a
+    // reason to reserve memory.
+    if count > buf.len() {
+        return None;
+    }
+    let collection = match kind {
+        crate::Kind::Set => {
+            let mut s = Set::new();
+            for _ in 0..count {
+                s.insert(get_bytes(buf)?);
+            }
+            Collection::Set(s)
+        }
+        crate::Kind::List => {
+            let mut l = List::new();
+            for _ in 0..count {
+                l.push_back(get_bytes(buf)?);
+            }
+            Collection::List(l)
+        }
+        crate::Kind::ZSet => {
+            let mut z = ZSet::new();
+            for _ in 0..count {
+                let member = get_bytes(buf)?;
+                let score = f64::from_le_bytes(buf.get(..8)?.try_into().ok()?);
+                *buf = &buf[8..];
+                if score.is_nan() {
+                    return None;
+                }
+                z.insert(member, score);
+            }
+            Collection::ZSet(z)
+        }
+        crate::Kind::String | crate::Kind::Hash => return None,
+    };
+    buf.is_empty().then_some(collection)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn memory_follows_the_contents() {
+        let mut s = Set::new();
+        let empty = Collection::Set(Set::new()).memory();
+        for i in 0..1000 {
+            s.insert(format!("member-{i}").as_bytes());
+        }
+        let full = Collection::Set(s);
+        assert!(full.memory() > empty + 1000 * 16, "{}", full.memory());
+        let Collection::Set(mut s) = full else {
+            unreachable!()
+        };
+        for i in 0..1000 {
+            assert!(s.remove(format!("member-{i}").as_bytes()));
+        }
+        assert_eq!(s.heap, 0);
+    }
+
+    #[test]
+    fn zset_orders_by_score_then_member() {
+        let mut z = ZSet::new();
+        z.insert(b"b", 1.0);
+        z.insert(b"a", 1.0);
+        z.insert(b"c", -0.0);
+        z.insert(b"d", f64::INFINITY);
+        let order: Vec<_> = z.iter().map(|(m, _)| m.to_vec()).collect();
+        assert_eq!(
+            order,
+            [b"c".to_vec(), b"a".to_vec(), b"b".to_vec(), b"d".to_vec()]
+        );
+        assert_eq!(z.rank(b"b"), Some(2));
+        assert_eq!(z.insert(b"b", 0.5), Some(1.0));
+        assert_eq!(z.rank(b"b"), Some(1));
+        assert_eq!(z.score(b"c"), Some(0.0));
+        let from: Vec<_> = z.from_score(0.6).map(|(m, _)| m.to_vec()).collect();
+        assert_eq!(from, [b"a".to_vec(), b"d".to_vec()]);
+        assert_eq!(z.remove(b"a"), Some(1.0));
+        assert_eq!(z.len(), 3);
+    }
+
+    #[test]
+    fn malformed_bytes_decode_to_nothing() {
+        assert!(decode(crate::Kind::Set, &[]).is_none());
+        assert!(decode(crate::Kind::Set, &[200, 200, 200, 1]).is_none());
+        assert!(decode(crate::Kind::List, &[2, 1, b'a']).is_none());
+        assert!(decode(crate::Kind::ZSet, &[1, 1, b'a', 0, 0]).is_none());
+        assert!(decode(crate::Kind::String, &[0]).is_none());
+        assert!(decode(crate::Kind::List, &[0]).is_some());
+    }
+
+    fn round_trip(c: &Collection) -> Collection {
+        let mut bytes = Vec::new();
+        encode(c, &mut bytes);
+        decode(c.kind(), &bytes).expect("decodes")
+    }
+
+    proptest! {
+        #[test]
+        fn sets_survive_encoding(members in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 0..60)) {
+            let mut s = Set::new();
+            let mut model = std::collections::BTreeSet::new();
+            for m in &members {
+                prop_assert_eq!(s.insert(m), model.insert(m.clone()));
+            }
+            let Collection::Set(back) = round_trip(&Collection::Set(s)) else { unreachable!() };
+            let got: std::collections::BTreeSet<Vec<u8>> = back.iter().map(<[u8]>::to_vec).collect();
+            prop_assert_eq!(got, model);
+        }
+
+        #[test]
+        fn zsets_survive_encoding(pairs in proptest::collection::vec((proptest::collection::vec(0u8..5, 0..4), -1e6f64..1e6), 0..60)) {
+            let mut z = ZSet::new();
+            let mut model = std::collections::BTreeMap::new();
+            for (m, score) in &pairs {
+                z.insert(m, *score);
+                model.insert(m.clone(), *score);
+            }
+            let Collection::ZSet(back) = round_trip(&Collection::ZSet(z)) else { unreachable!() };
+            prop_assert_eq!(back.len(), model.len());
+            for (m, score) in &model {
+                prop_assert_eq!(back.score(m), Some(*score));
+            }
+            let scores: Vec<f64> = back.iter().map(|(_, s)| s).collect();
+            prop_assert!(scores.windows(2).all(|w| w[0] <= w[1]));
+        }
+
+        #[test]
+        fn lists_survive_encoding(ops in proptest::collection::vec((0u8..4, proptest::collection::vec(any::<u8>(), 0..10)), 0..80)) {
+            let mut l = List::new();
+            let mut model = VecDeque::new();
+            for (op, v) in ops {
+                match op {
+                    0 => { l.push_front(&v); model.push_front(v); }
+                    1 => { l.push_back(&v); model.push_back(v); }
+                    2 => { prop_assert_eq!(l.pop_front().map(Vec::from), model.pop_front()); }
+                    _ => { prop_assert_eq!(l.pop_back().map(Vec::from), model.pop_back()); }
+                }
+            }
+            let Collection::List(back) = round_trip(&Collection::List(l)) else { unreachable!() };
+            let got: Vec<Vec<u8>> = back.iter().map(<[u8]>::to_vec).collect();
+            prop_assert_eq!(got, Vec::from(model));
+        }
+    }
+}
