@@ -331,3 +331,91 @@ fn rebuild_registry(shared: &Shared, conn: &Conn, counters: &[Counters]) -> Resu
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Reply, Request, SqlConfig, SqlEngine, Value};
+
+    fn exec(e: &SqlEngine, sql: &str) {
+        let r = e.run(Request::Exec {
+            sql: sql.into(),
+            params: vec![],
+        });
+        assert!(matches!(r, Ok(Reply::Changed(_))), "{sql}: {r:?}");
+    }
+
+    fn count(e: &SqlEngine, table: &str) -> Result<Value, SqlError> {
+        match e.run(Request::Query {
+            sql: format!("SELECT count(*) FROM {table}").into(),
+            params: vec![],
+        })? {
+            Reply::Rows { rows, .. } => Ok(rows[0][0].clone()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The snapshot's bytes with its image replaced, checksum and all made right again: only
+    /// SQLite's own checks can tell.
+    fn with_image(bytes: &[u8], change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let p = format::parse(bytes).unwrap();
+        let mut image = p.image.to_vec();
+        change(&mut image);
+        let mut out = format::header(p.position, &p.counters, image.len());
+        out.extend_from_slice(&image);
+        format::seal(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_damaged_image_with_a_good_checksum_is_refused() {
+        let config = || SqlConfig {
+            threads: 1,
+            ..SqlConfig::default()
+        };
+        let a = SqlEngine::new(config()).unwrap();
+        exec(
+            &a,
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT); CREATE INDEX t_v ON t(v);
+             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000)
+             INSERT INTO t SELECT x, printf('value %d', x) FROM c",
+        );
+        let good = a.snapshot().unwrap().bytes;
+        let page = 4096;
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("not a database", with_image(&good, |i| i[..16].fill(b'x'))),
+            (
+                "a page of garbage",
+                with_image(&good, |i| {
+                    let at = i.len() / page / 2 * page;
+                    i[at..at + page].fill(0xa5)
+                }),
+            ),
+            (
+                "half the pages",
+                with_image(&good, |i| i.truncate(i.len() / page / 2 * page)),
+            ),
+            ("an empty image", with_image(&good, |i| i.clear())),
+            (
+                "no rules table",
+                with_image(&good, |i| {
+                    let plain = Connection::open("file:/cairn-snapshot-test?vfs=memdb").unwrap();
+                    plain.execute_batch("CREATE TABLE x(y)").unwrap();
+                    i.clear();
+                    read_image(&plain, i, 2 * page).unwrap();
+                }),
+            ),
+        ];
+        let b = SqlEngine::new(config()).unwrap();
+        exec(&b, "CREATE TABLE mine(x); INSERT INTO mine VALUES (1)");
+        for (what, bytes) in cases {
+            let err = b.restore(&bytes).unwrap_err();
+            assert_eq!(err.kind, ErrorKind::BadSnapshot, "{what}: {err}");
+            assert!(err.message.contains("damaged"), "{what}: {err}");
+            assert_eq!(count(&b, "mine"), Ok(Value::Integer(1)), "{what}");
+        }
+        b.restore(&good).unwrap();
+        assert_eq!(count(&b, "t"), Ok(Value::Integer(2000)));
+        assert!(count(&b, "mine").is_err());
+    }
+}
