@@ -4,12 +4,13 @@
 //! **Taking** one is a job on the writer thread, between two jobs: no change is in flight there,
 //! so the engine's change count ([`Shared::change_seq`]) is exactly the snapshot's position —
 //! every change numbered up to it is in the copy, none after. The copy is the database image
-//! itself, read from SQLite's `memdb` store in one `memcpy` under a read transaction of the
-//! writer connection (`read_image`), straight into the snapshot's buffer behind its header.
-//! Readers are not stopped (a read transaction shares the database with them); writes wait for
-//! the copy (~1 ms per 10 MB here). The checksum is computed afterwards on the caller's thread.
-//! Measured against SQLite's online backup API and `sqlite3_serialize` in
-//! `examples/snapshot_bench.rs` (figures in `docs/architecture.md`): both copy page by page
+//! itself, read from SQLite's `memdb` store by `memcpy` (in pieces, see [`CHUNK`]) under a read
+//! transaction of the writer connection (`read_image`), straight into the snapshot's buffer
+//! behind its header. Readers are not stopped (a read transaction shares the database with
+//! them); writes wait for the copy (~1 ms for an 18 MB image here). The checksum is computed
+//! afterwards on the caller's thread. The raw read was chosen over SQLite's online backup API
+//! and `sqlite3_serialize` by measurement (`examples/snapshot_bench.rs`, figures in
+//! `docs/architecture.md`): it is the fastest, and both others copy page by page
 //! through a pager and allocate their copy from SQLite's heap, which counts against
 //! `--sql-maxmemory`'s heap limit (a full image could not be copied at all).
 //!
