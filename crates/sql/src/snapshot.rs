@@ -12,7 +12,7 @@
 //! and `sqlite3_serialize` by measurement (`examples/snapshot_bench.rs`, figures in
 //! `docs/architecture.md`): it is the fastest, and both others copy page by page
 //! through a pager and allocate their copy from SQLite's heap, which counts against
-//! `--sql-maxmemory`'s heap limit (a full image could not be copied at all).
+//! `--sql-maxmemory`'s heap limit (an image near the limit could not be copied).
 //!
 //! **Restoring** is a writer job too: the image is opened read-only in place (a private
 //! connection `sqlite3_deserialize`d over the snapshot's bytes, no copy), checked
@@ -185,7 +185,17 @@ pub(crate) fn restore(shared: &Shared, conn: &mut Conn, snap: &Checked) -> Resul
         let was = std::mem::replace(&mut conn.auth.lock().internal, true);
         let copied = copy_into(&source, &mut conn.db);
         conn.auth.lock().internal = was;
-        copied?;
+        copied.map_err(|e| match e.kind {
+            ErrorKind::OutOfMemory if shared.config.max_memory > 0 => SqlError::new(
+                ErrorKind::OutOfMemory,
+                format!(
+                    "SQL snapshot's tables ({} bytes) do not fit in --sql-maxmemory ({} bytes)",
+                    snap.image.len(),
+                    shared.config.max_memory
+                ),
+            ),
+            _ => e,
+        })?;
     }
     drop(source);
     rebuild_registry(shared, conn, &snap.counters)?;

@@ -459,6 +459,26 @@ fn bad_bytes_are_refused_and_change_nothing() {
     assert_eq!(ids(&b, "t"), vec![1]);
 }
 
+#[test]
+fn tables_larger_than_the_memory_limit_are_refused() {
+    let a = engine_with(quiet());
+    exec(&a, "CREATE TABLE big(x); WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1000) INSERT INTO big SELECT zeroblob(4000) FROM c", vec![]);
+    let snap = a.snapshot().unwrap();
+    let b = engine_with(SqlConfig {
+        max_memory: 1 << 20,
+        ..quiet()
+    });
+    exec(
+        &b,
+        "CREATE TABLE mine(x); INSERT INTO mine VALUES (7)",
+        vec![],
+    );
+    let err = b.restore(&snap.bytes).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::OutOfMemory, "{err}");
+    assert!(err.message.contains("--sql-maxmemory"), "{err}");
+    assert_eq!(int(&b, "SELECT x FROM mine"), 7, "nothing changed");
+}
+
 /// A sink that tries to take a snapshot from the writer thread.
 struct Reentrant(Mutex<std::sync::Weak<SqlEngine>>, Mutex<Option<String>>);
 
