@@ -187,12 +187,13 @@ impl Shared {
         }
     }
 
+    /// Acquire/release: a reader that sees a new epoch also sees the schema committed before it.
     pub fn schema_epoch(&self) -> u64 {
-        self.schema_epoch.load(Relaxed)
+        self.schema_epoch.load(Acquire)
     }
 
     pub fn schema_changed(&self) {
-        self.schema_epoch.fetch_add(1, Relaxed);
+        self.schema_epoch.fetch_add(1, AcqRel);
     }
 
     /// Acquire/release: a reader that sees a new epoch also sees the commit before it.
