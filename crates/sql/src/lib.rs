@@ -25,6 +25,8 @@
 //!   `SELECT t.*, m.written_ms FROM t JOIN _cairn_meta_t AS m ON m.rid = t.rowid`; rules are in
 //!   `_cairn_expiry`; `cairn_now()` is the engine clock in ms. `_cairn_*` is read-only to users.
 //! - Errors carry the client-facing text in [`SqlError::message`]; [`ErrorKind`] classifies it.
+//! - Snapshots ([`SqlEngine::snapshot`], [`SqlEngine::restore`], `snapshot.rs`): every table with
+//!   its rules and row metadata, at an exact position in the change numbering ([`ChangeSink`]).
 
 mod catalog;
 mod changes;
