@@ -609,19 +609,13 @@ def test_allowed_pragmas(r, table):
         [0, b"id", b"INTEGER", 0, None, 1, 0], [1, b"name", b"TEXT", 1, None, 0, 0]]
     assert col(r, f"SELECT name FROM pragma_table_info('{t}') ORDER BY cid") == [b"id", b"name"]
     assert scalar(r, "PRAGMA foreign_keys") in (0, 1)
-    # index_list may answer from a reader's stale schema (test_pragma_index_list_sees_new_index);
-    # once the reader has run a statement on the table, it sees the index
-    wait_until(lambda: [row[1] for row in rows_of(r, f"PRAGMA index_list({t})")] == [f"{t}_name".encode()],
-               timeout=2, msg="PRAGMA index_list to show the index")
-    wait_until(lambda: rows_of(r, f"PRAGMA index_info({t}_name)") == [[0, 1, b"name"]],
-               timeout=2, msg="PRAGMA index_info to describe the index")
+    assert [row[1] for row in rows_of(r, f"PRAGMA index_list({t})")] == [f"{t}_name".encode()]
+    assert rows_of(r, f"PRAGMA index_info({t}_name)") == [[0, 1, b"name"]]
 
 
-@pytest.mark.xfail(reason="server bug: PRAGMA index_list(t) on a reader connection whose schema was "
-                          "loaded before t was created returns no rows, and PRAGMA index_info(i) likewise "
-                          "for a new index (SQLite does not verify the schema cookie for these pragmas "
-                          "when the object is unknown; the engine does not refresh reader schemas after DDL)", strict=False)
 def test_pragma_index_list_sees_new_index(server, r, table):
+    # PRAGMA index_list(t) and index_info(i) look t and i up in the reader connection's copy of the
+    # schema and, not finding them, never read the database; readers reload it after DDL
     # every reader loads the schema as it is now ...
     clients = [server.client() for _ in range(6)]
     try:

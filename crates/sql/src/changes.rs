@@ -32,7 +32,13 @@ pub enum SqlChange<'a> {
 /// Receives the engine's changes (see the module's doc). Called on the writer thread while no
 /// other write runs: it must be quick and must not submit work to the engine.
 pub trait ChangeSink: Send + Sync {
-    /// Whether anyone wants changes now; checked before each change is described.
+    /// Whether anyone wants changes now; checked before each change is described. The engine
+    /// numbers every change either way (a snapshot's position counts them all), so a sink that
+    /// numbers changes (the store's SQL log) must want every one.
     fn wants(&self) -> bool;
     fn changed(&self, change: &SqlChange<'_>);
+    /// The tables were replaced by a snapshot's (`SqlEngine::restore`) taken at `position`:
+    /// the next change is numbered `position + 1`, and a sink that numbers changes continues
+    /// from there. Called on the writer thread before any change made after the restore.
+    fn restored(&self, _position: u64) {}
 }

@@ -152,13 +152,22 @@ impl Conn {
         out
     }
 
-    /// Drops remembered analyses when the schema changed since they were made: a view or a
-    /// table recreated under the same name may now touch other tables.
+    /// After a schema change (by the writer, since this connection last looked): drops
+    /// remembered analyses (a view or a table recreated under the same name may now touch other
+    /// tables) and reloads the connection's copy of the schema. SQLite checks that copy against
+    /// the database only when a statement opens a read transaction; `PRAGMA index_list(t)` and
+    /// `index_info(i)` look `t`/`i` up in the copy first and, not finding them, open none, so a
+    /// reader that loaded the schema before `t` existed would answer from the stale copy. One
+    /// read of `sqlite_schema` verifies the schema cookie and reloads the copy if it changed.
     pub fn check_epoch(&mut self, shared: &Shared) {
         let now = shared.schema_epoch();
         if now != self.epoch {
             self.analyses.clear();
             self.epoch = now;
+            let _ = self.internal(|db| {
+                db.prepare_cached("SELECT 1 FROM sqlite_schema LIMIT 1")?
+                    .exists([])
+            });
         }
     }
 }

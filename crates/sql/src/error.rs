@@ -26,6 +26,9 @@ pub enum ErrorKind {
     Shutdown,
     /// The client went away before its request ran; the request was dropped.
     Cancelled,
+    /// Bytes given to `SqlEngine::restore` are not a snapshot this engine reads: another
+    /// file, a newer format version, truncated or damaged.
+    BadSnapshot,
 }
 
 #[derive(Debug, Clone, PartialEq)]

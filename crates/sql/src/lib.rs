@@ -25,6 +25,8 @@
 //!   `SELECT t.*, m.written_ms FROM t JOIN _cairn_meta_t AS m ON m.rid = t.rowid`; rules are in
 //!   `_cairn_expiry`; `cairn_now()` is the engine clock in ms. `_cairn_*` is read-only to users.
 //! - Errors carry the client-facing text in [`SqlError::message`]; [`ErrorKind`] classifies it.
+//! - Snapshots ([`SqlEngine::snapshot`], [`SqlEngine::restore`], `snapshot.rs`): every table with
+//!   its rules and row metadata, at an exact position in the change numbering ([`ChangeSink`]).
 
 mod catalog;
 mod changes;
@@ -38,11 +40,14 @@ mod queue;
 mod registry;
 mod sandbox;
 mod shared;
+mod snapshot;
+mod snapshot_format;
 mod types;
 mod worker;
 
 pub use changes::{ChangeSink, SqlChange};
 pub use error::{ErrorKind, SqlError};
+pub use snapshot::SqlSnapshot;
 pub use types::{ColumnInfo, ExpiryRules, Reply, Request, SqlStats, Value};
 
 use conn::Conn;
@@ -211,6 +216,51 @@ impl SqlEngine {
             }),
         );
         rx.recv().unwrap_or_else(|_| Err(SqlError::shutdown()))
+    }
+
+    /// Every SQL table with its rows, schema (indexes, triggers, views too), expiry rules and
+    /// per-row metadata, as of one point in the SQL change log: `position` is the number of the
+    /// last change included (every change numbered up to it is in, none after). Taken on the
+    /// writer thread between two statements: readers go on, writes wait for the copy of the
+    /// database image. Blocks the caller until done; refused on an engine thread (a change
+    /// sink's callback), where it would wait for itself. See `snapshot.rs`.
+    pub fn snapshot(&self) -> Result<SqlSnapshot, SqlError> {
+        self.not_on_engine_thread("snapshot")?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        if let Err(job) = self.shared.writer.push(Job::Snapshot(tx)) {
+            job.abandon();
+        }
+        let mut snap = rx.recv().unwrap_or_else(|_| Err(SqlError::shutdown()))?;
+        // The checksum costs the writer nothing: computed here, after the copy.
+        snapshot_format::seal(&mut snap.bytes);
+        Ok(snap)
+    }
+
+    /// Replaces every table (rows, schema, expiry rules, row metadata) with those of a
+    /// [`snapshot`](Self::snapshot)'s bytes; the next change is numbered `position + 1` (the
+    /// change sink is told, [`ChangeSink::restored`]). Meant for start-up, before clients are
+    /// served. Bytes that are not a snapshot this engine reads (another file, a newer format
+    /// version, truncated, damaged) get an [`ErrorKind::BadSnapshot`] error and change nothing.
+    /// Holds one extra copy of the bytes while it runs.
+    pub fn restore(&self, bytes: &[u8]) -> Result<(), SqlError> {
+        self.not_on_engine_thread("restore")?;
+        let checked = snapshot::check(bytes)?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        if let Err(job) = self.shared.writer.push(Job::Restore(Box::new(checked), tx)) {
+            job.abandon();
+        }
+        rx.recv().unwrap_or_else(|_| Err(SqlError::shutdown()))
+    }
+
+    fn not_on_engine_thread(&self, what: &str) -> Result<(), SqlError> {
+        let me = thread::current().id();
+        if self.threads.lock().iter().any(|t| t.thread().id() == me) {
+            return Err(SqlError::new(
+                ErrorKind::BadArgument,
+                format!("SQL {what} cannot run on an SQL engine thread"),
+            ));
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> SqlStats {

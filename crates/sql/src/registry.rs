@@ -63,6 +63,17 @@ impl TableRules {
         self.stamps.ops.fetch_add(1, Relaxed)
     }
 
+    /// The last write sequence number handed out.
+    pub fn seq(&self) -> u64 {
+        self.stamps.seq.load(Relaxed)
+    }
+
+    /// Sets the counters of a table restored from a snapshot (before anyone uses it).
+    pub fn restore_counters(&self, ops: u64, seq: u64) {
+        self.stamps.ops.store(ops, Relaxed);
+        self.stamps.seq.store(seq, Relaxed);
+    }
+
     pub fn cached_head(&self, epoch: u64) -> Option<Head> {
         match *self.head.lock() {
             Some((e, h)) if e == epoch => Some(h),

@@ -23,6 +23,13 @@ pub(crate) enum Job {
         basis: Option<u64>,
         waiter: Option<mpsc::SyncSender<Result<(), SqlError>>>,
     },
+    /// Copy every table between two writer jobs (`crate::snapshot`).
+    Snapshot(mpsc::SyncSender<Result<crate::SqlSnapshot, SqlError>>),
+    /// Replace every table with a checked snapshot's (`crate::snapshot`).
+    Restore(
+        Box<crate::snapshot::Checked>,
+        mpsc::SyncSender<Result<(), SqlError>>,
+    ),
 }
 
 impl Job {
@@ -36,6 +43,12 @@ impl Job {
                 let _ = w.send(Err(SqlError::shutdown()));
             }
             Job::Expire { .. } => {}
+            Job::Snapshot(w) => {
+                let _ = w.send(Err(SqlError::shutdown()));
+            }
+            Job::Restore(_, w) => {
+                let _ = w.send(Err(SqlError::shutdown()));
+            }
         }
     }
 }
@@ -138,6 +151,10 @@ pub(crate) struct Shared {
     schema_epoch: AtomicU64,
     /// Bumped by the writer after each job that may have changed data.
     data_epoch: AtomicU64,
+    /// Number of the last change the writer made ([`crate::SqlChange`]), counted whether or not
+    /// a sink wants it: the server's sink numbers every change in the store's SQL log, so this is
+    /// that log's sequence number (a snapshot's position). Written by the writer thread only.
+    change_seq: AtomicU64,
     pub readers: Queue<Job>,
     pub writer: Queue<Job>,
     /// Told of every change the writer makes (`crate::changes`), once set.
@@ -147,6 +164,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// Tells the change sink, if it wants changes now, of the change `describe` makes.
     pub fn tell<'a>(&self, describe: impl FnOnce() -> crate::SqlChange<'a>) {
+        self.change_seq.fetch_add(1, Relaxed);
         if let Some(sink) = self.changes.get().filter(|s| s.wants()) {
             sink.changed(&describe());
         }
@@ -162,18 +180,20 @@ impl Shared {
             heavy: HeavyTexts::new(),
             schema_epoch: AtomicU64::new(0),
             data_epoch: AtomicU64::new(0),
+            change_seq: AtomicU64::new(0),
             readers: Queue::new(),
             writer: Queue::new(),
             changes: std::sync::OnceLock::new(),
         }
     }
 
+    /// Acquire/release: a reader that sees a new epoch also sees the schema committed before it.
     pub fn schema_epoch(&self) -> u64 {
-        self.schema_epoch.load(Relaxed)
+        self.schema_epoch.load(Acquire)
     }
 
     pub fn schema_changed(&self) {
-        self.schema_epoch.fetch_add(1, Relaxed);
+        self.schema_epoch.fetch_add(1, AcqRel);
     }
 
     /// Acquire/release: a reader that sees a new epoch also sees the commit before it.
@@ -183,6 +203,15 @@ impl Shared {
 
     pub fn data_changed(&self) {
         self.data_epoch.fetch_add(1, AcqRel);
+    }
+
+    pub fn change_seq(&self) -> u64 {
+        self.change_seq.load(Relaxed)
+    }
+
+    /// After a restore: the next change is numbered `position + 1`.
+    pub fn set_change_seq(&self, position: u64) {
+        self.change_seq.store(position, Relaxed);
     }
 
     pub fn timeout_message(&self) -> String {

@@ -6,6 +6,7 @@ use crate::exec::{self, Effects, Outcome, Side};
 use crate::expiry;
 use crate::queue::Pop;
 use crate::shared::{Done, Job, Shared};
+use crate::snapshot;
 use crate::{catalog, Reply, Request, SqlChange, SqlError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
@@ -118,6 +119,23 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
                     wrote: true,
                 },
             );
+        }
+        Job::Snapshot(waiter) => {
+            let _ = waiter.send(guarded(conn, |conn| snapshot::take(shared, conn)));
+        }
+        Job::Restore(checked, waiter) => {
+            let r = guarded(conn, |conn| snapshot::restore(shared, conn, &checked));
+            drop(checked);
+            // Whatever happened, follow the schema as it is now (registry, caches, size).
+            after_write(
+                shared,
+                conn,
+                &Effects {
+                    ddl: true,
+                    wrote: true,
+                },
+            );
+            let _ = waiter.send(r);
         }
         Job::Request(req, done, gone, origin) => {
             if dropped(shared, &gone) {

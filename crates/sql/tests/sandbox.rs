@@ -220,3 +220,52 @@ fn cairn_names_cannot_be_reached_by_rename_index_or_trigger() {
     }
     assert_eq!(int(&e, "SELECT count(*) FROM t"), 5);
 }
+
+/// Runs `f` from several threads at once, `n` times each, so that every reader takes some.
+fn on_every_reader<T: Send>(n: usize, f: impl Fn() -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let all: Vec<_> = (0..6)
+            .map(|_| s.spawn(move || (0..n).map(|_| f()).collect::<Vec<T>>()))
+            .collect();
+        all.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn readers_see_new_tables_and_indexes_in_pragmas_and_the_catalog() {
+    let e = engine_with(sql::SqlConfig {
+        threads: 3,
+        ..sql::SqlConfig::default()
+    });
+    // Every reader loads the schema as it is now ...
+    on_every_reader(30, || int(&e, "SELECT count(*) FROM sqlite_schema"));
+    // ... then a table and an index appear. PRAGMA index_list(t) looks t up in the connection's
+    // loaded schema and, not finding it, never reads the database (so never notices the change).
+    exec(
+        &e,
+        "CREATE TABLE fresh(a, b); CREATE INDEX fresh_a ON fresh(a)",
+        vec![],
+    );
+    let seen = on_every_reader(20, || {
+        let list = rows(&e, "PRAGMA index_list(fresh)", vec![]);
+        let info = rows(&e, "PRAGMA index_info(fresh_a)", vec![]);
+        let tables = match e.run(sql::Request::Tables) {
+            Ok(sql::Reply::Tables(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        (list.len(), info, tables.contains(&"fresh".to_string()))
+    });
+    let want = (
+        1,
+        vec![vec![Value::Integer(0), Value::Integer(0), text("a")]],
+        true,
+    );
+    let stale = seen.iter().filter(|s| **s != want).count();
+    assert_eq!(
+        stale,
+        0,
+        "{stale} of {} answers from a stale schema",
+        seen.len()
+    );
+}
