@@ -667,10 +667,9 @@ impl<'a> Item<'a> {
         self.ptr.reference()
     }
 
-    /// Bytes the record is charged for (MEMORY USAGE), its tag index entries included.
+    /// Bytes the record is charged for (MEMORY USAGE): `memory` and its tag index entries.
     pub fn charged_size(&self) -> usize {
-        crate::shard::charge(self.ptr.alloc_size())
-            + crate::tags::ENTRY_COST * self.ptr.tags().len()
+        self.memory() + crate::tags::ENTRY_COST * self.ptr.tags().len()
     }
 
     pub fn cas(&self) -> u64 {

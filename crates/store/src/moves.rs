@@ -1,10 +1,14 @@
 //! Moving and cloning a whole record to another key, whatever its kind (RENAME, RENAMENX,
 //! COPY). The new record carries the old one's kind, value, deadline, memcached flags and typed
-//! tags; it gets a fresh CAS. In the change stream a move is the `Set` of the new key followed by
-//! the `Delete` of the old one (so tracking invalidates both), a copy is the `Set` of the new key.
+//! tags; it gets a fresh CAS. In the change stream a move is the `Delete` of the old key followed
+//! by the `Set` of the new one (so tracking invalidates both), a copy is the `Set` of the new key.
+//! A move frees the old record before writing the new one, so that under `noeviction` at the
+//! limit a RENAME still fits (as in Redis, which moves the object without allocating); if the
+//! new one does not fit after all, the old one is put back and the move fails with OOM.
 //!
 //! The value travels as the record's portable bytes (`Item::portable_value`, read back by
-//! `Entry::put_portable`), so a collection held out of line is copied, never shared.
+//! `Entry::put_portable`), so a collection held out of line is copied, never shared. A move of
+//! a collection therefore costs O(its size), where Redis hands the object over in O(1).
 
 use crate::item::{Item, Kind};
 use crate::shard::{OutOfMemory, TagWrite};
@@ -28,6 +32,18 @@ struct Detached {
     expire_at: Option<u64>,
     flags: u32,
     tags: Vec<Tag>,
+}
+
+fn put(e: &mut crate::Entry<'_>, record: &Detached) -> Result<u64, OutOfMemory> {
+    e.put_portable(
+        record.kind,
+        &record.value,
+        record.expire_at,
+        record.flags,
+        TagWrite::Set(&record.tags),
+    )
+    // The bytes came from a live record of that kind, so they decode.
+    .map(|cas| cas.expect("portable bytes of a live record decode"))
 }
 
 fn detach(item: Item<'_>) -> Detached {
@@ -54,28 +70,18 @@ impl Locked<'_> {
         let Some(record) = self.peek(from, |item| item.map(detach)) else {
             return Ok(Moved::NoSource);
         };
-        let written = self.write(to, |e| {
-            if e.exists() && !replace {
-                return Ok(false);
-            }
-            e.put_portable(
-                record.kind,
-                &record.value,
-                record.expire_at,
-                record.flags,
-                TagWrite::Set(&record.tags),
-            )
-            // The bytes came from a live record of that kind: they decode.
-            .map(|cas| cas.is_some())
-        })?;
-        if !written {
+        if !replace && self.peek(to, |item| item.is_some()) {
             return Ok(Moved::DestinationExists);
         }
         if remove_source {
-            // Making room for the copy may have evicted the source already.
             self.write(from, |e| e.remove());
         }
-        Ok(Moved::Done)
+        let written = self.write(to, |e| put(e, &record));
+        if written.is_err() && remove_source {
+            // Best effort: the old record's room was just freed.
+            let _ = self.write(from, |e| put(e, &record));
+        }
+        written.map(|_| Moved::Done)
     }
 }
 
@@ -114,7 +120,7 @@ mod tests {
     }
 
     #[test]
-    fn a_move_keeps_kind_deadline_flags_and_tags_and_records_set_then_delete() {
+    fn a_move_keeps_kind_deadline_flags_and_tags_and_records_delete_and_set() {
         let s = store();
         let mut cursor = s.subscribe();
         let tag = Tag { ty: 1, value: 7 };
@@ -159,6 +165,32 @@ mod tests {
         }
         assert!(seen.contains(&(b"dst".to_vec(), RecordKind::Set, Author(4))));
         assert!(seen.contains(&(b"src".to_vec(), RecordKind::Delete, Author(4))));
+    }
+
+    /// Under noeviction at the limit a move still fits: the old record makes room for the new.
+    #[test]
+    fn a_move_fits_at_the_limit_without_eviction() {
+        let s = Store::new(StoreConfig {
+            shards: 1,
+            maxmemory: 64 * 1024,
+            policy: crate::EvictionPolicy::NoEviction,
+            background: false,
+            ..StoreConfig::default()
+        });
+        let mut i = 0;
+        while s
+            .write(Author(1), format!("k{i}").as_bytes(), |e| {
+                e.put(Kind::String, &[7; 200], None, 0)
+            })
+            .is_ok()
+        {
+            i += 1;
+        }
+        let mut db = Db::Shared(&s, Author(1));
+        assert_eq!(db.clone_record(b"k0", b"z0", true, true), Ok(Moved::Done));
+        assert_eq!(db.clone_record(b"k1", b"z1", true, false), Err(OutOfMemory));
+        assert!(s.read(b"z0", |i| i.is_some_and(|i| i.value() == [7; 200])));
+        assert!(s.read(b"k0", |i| i.is_none()) && s.read(b"k1", |i| i.is_some()));
     }
 
     #[test]
