@@ -17,6 +17,7 @@ pub mod hash;
 mod item;
 mod scan;
 mod shard;
+pub mod snapshot;
 mod table;
 pub mod tags;
 #[cfg(test)]
