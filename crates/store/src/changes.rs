@@ -336,6 +336,15 @@ impl Store {
             .collect()
     }
 
+    /// How many changes were numbered so far, all logs together (each read under its lock, not
+    /// at one cut): what "changes since the last save" counts from.
+    pub fn change_count(&self) -> u64 {
+        let shards: u64 = (0..self.shard_count())
+            .map(|i| self.cell(i).lock.read().log.seq)
+            .sum();
+        shards + self.sql.lock().seq
+    }
+
     /// Registers a cursor consumer: from now on every change is kept in the backlogs until
     /// the cursor (and every other) is dropped. The cursor starts right after a consistent cut:
     /// it reads every change made after it, none made before.

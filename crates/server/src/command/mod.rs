@@ -15,6 +15,7 @@ mod introspect;
 mod keys;
 mod observe_cmd;
 pub(crate) mod observe_hook;
+pub mod persist_cmd;
 mod pubsub;
 mod reset;
 mod server;
@@ -34,6 +35,7 @@ use store::Db;
 
 pub use args::{Args, OwnedArgs};
 pub use call::{call, dispatch, Body, Caller, Resp};
+pub use persist_cmd::shutdown_save;
 pub use table::{by_slot, lookup, memcached_only_entry, Command, COMMANDS};
 
 use crate::clients::ClientInfo;
