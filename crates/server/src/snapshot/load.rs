@@ -169,12 +169,12 @@ fn insert_blocks(
                         break;
                     };
                     if skip.binary_search(&i).is_err() {
-                        if let Err(e) = insert_block(p, file, block, now, &mut buf, &mut mine) {
-                            mine.failures.push(format!("{}: {e}", block.describe()));
-                        }
-                        if delay_us > 0 && block.kind == BlockKind::Records {
-                            let n = store_records_in(&buf);
-                            std::thread::sleep(Duration::from_micros(delay_us.saturating_mul(n)));
+                        match insert_block(p, file, block, now, &mut buf, &mut mine) {
+                            Err(e) => mine.failures.push(format!("{}: {e}", block.describe())),
+                            Ok(records) if delay_us > 0 => std::thread::sleep(
+                                Duration::from_micros(delay_us.saturating_mul(records)),
+                            ),
+                            Ok(_) => {}
                         }
                     }
                     let loaded = p
@@ -206,12 +206,6 @@ fn insert_blocks(
     Ok(inserted)
 }
 
-/// Counts the records of an expanded records block (for the load delay only).
-fn store_records_in(buf: &[u8]) -> u64 {
-    // The delay is a test aid: an estimate from the size of a small record is enough.
-    (buf.len() / 64).max(1) as u64
-}
-
 fn insert_block(
     p: &Persistence,
     file: &[u8],
@@ -219,7 +213,7 @@ fn insert_block(
     now: u64,
     buf: &mut Vec<u8>,
     into: &mut Inserted,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     block.decode(file, buf)?;
     match block.kind {
         BlockKind::Records => {
@@ -229,20 +223,20 @@ fn insert_block(
                     into.records += l.records;
                     into.expired += l.expired;
                     into.max_cas = into.max_cas.max(l.max_cas);
-                    Ok(())
+                    Ok(l.records + l.expired)
                 }
                 Err(e) => Err(e),
             }
         }
         BlockKind::Sql => {
             into.sql.push((block.item, std::mem::take(buf)));
-            Ok(())
+            Ok(0)
         }
         BlockKind::Meta => {
             into.meta = Some(buf.clone());
-            Ok(())
+            Ok(0)
         }
-        BlockKind::End => Ok(()),
+        BlockKind::End => Ok(0),
     }
 }
 
