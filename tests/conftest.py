@@ -434,7 +434,7 @@ def _to_redis_args(args):
     for flag, val in _flag_pairs(args):
         if flag in ("--requirepass", "--maxclients", "--maxmemory", "--unixsocket", "--unixsocketperm",
                     "--dir", "--dbfilename", "--save", "--stop-writes-on-bgsave-error",
-                    "--rdb-key-save-delay", "--key-load-delay"):
+                    "--rdb-key-save-delay", "--key-load-delay", "--loading-process-events-interval-bytes"):
             out += [flag, val]
         elif flag == "--maxmemory-policy":
             out += [flag, _REDIS_POLICY[val]]

@@ -11,33 +11,32 @@ pub fn save(ctx: &mut Ctx<'_, '_>) {
     let (target, delay) = ctx.shared.snapshot_target();
     match ctx.shared.persistence.save(&target, delay) {
         Ok(_) => ctx.ok(),
+        Err(e) if e == crate::snapshot::SAVE_IN_PROGRESS => ctx.err(e.as_bytes()),
         Err(e) => {
             tracing::error!("SAVE failed: {e}");
-            let msg = if e == crate::snapshot::SAVE_IN_PROGRESS {
-                e
-            } else {
-                format!("ERR {e}")
-            };
-            ctx.err(msg.as_bytes())
+            ctx.err(format!("ERR {e}").as_bytes())
         }
     }
 }
 
 pub fn bgsave(ctx: &mut Ctx<'_, '_>) {
-    let schedule = match ctx.argc() {
-        1 => false,
-        2 if ctx.arg(1).eq_ignore_ascii_case(b"schedule") => true,
+    match ctx.argc() {
+        1 => {}
+        2 if ctx.arg(1).eq_ignore_ascii_case(b"schedule") => {}
         _ => return ctx.err(SYNTAX),
-    };
-    let persistence = &ctx.shared.persistence;
+    }
+    // Inside EXEC the keyspace is held: the save is scheduled and starts after (Redis
+    // schedules it too). SCHEDULE otherwise changes nothing: it waits for other background
+    // work (Redis's AOF rewrite), which cairn does not have, not for a running save.
+    if matches!(ctx.db, Db::Locked(_)) {
+        ctx.shared
+            .persistence
+            .bgsave_scheduled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        return ctx.simple(b"Background saving scheduled");
+    }
     match ctx.shared.bgsave() {
         Ok(()) => ctx.simple(b"Background saving started"),
-        Err(_) if schedule && persistence.bgsave_in_progress() => {
-            persistence
-                .bgsave_scheduled
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            ctx.simple(b"Background saving scheduled")
-        }
         Err(e) => ctx.err(e.as_bytes()),
     }
 }
