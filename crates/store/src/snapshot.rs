@@ -415,6 +415,23 @@ impl Store {
         Ok(loaded)
     }
 
+    /// Sizes every shard's table for `records` records in all (spread evenly), so that a load
+    /// inserts without growing tables on the way; `reserve(0)` afterwards lets them shrink
+    /// again as usual.
+    pub fn reserve(&self, records: usize) {
+        let per_shard = if records == 0 {
+            0
+        } else {
+            records / self.shard_count() + records / self.shard_count() / 8 + 16
+        };
+        for index in 0..self.shard_count() {
+            let mut shard = self.cell(index).lock.write();
+            let delta = shard.table.reserve(per_shard, |k| self.hash(k));
+            shard.used = (shard.used as isize + delta) as usize;
+            self.account(delta);
+        }
+    }
+
     /// Makes every CAS the store gives from now on larger than `cas`, so that records loaded
     /// with their saved CAS never share one with a later write.
     pub fn raise_cas_above(&self, cas: u64) {

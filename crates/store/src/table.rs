@@ -43,6 +43,9 @@ pub(crate) struct Table {
     len: usize,
     tombstones: usize,
     shift: u32,
+    /// The table does not shrink below this capacity (raised while a snapshot loads, so that
+    /// a table sized for what is coming is not shrunk back by the first insert).
+    floor: usize,
 }
 
 /// Where a lookup ended: the key's slot, or the slot where it would be inserted.
@@ -63,6 +66,7 @@ impl Table {
             len: 0,
             tombstones: 0,
             shift: 32 - capacity.trailing_zeros(),
+            floor: MIN_CAPACITY,
         }
     }
 
@@ -163,19 +167,46 @@ impl Table {
     /// tombstones counted, or a table at least 8 times larger than its contents).
     pub fn needs_rebuild(&self) -> bool {
         let cap = self.slots.len();
-        (self.len + self.tombstones + 1) * 4 > cap * 3
-            || (cap > MIN_CAPACITY && self.len * 16 < cap)
+        (self.len + self.tombstones + 1) * 4 > cap * 3 || (cap > self.floor && self.len * 16 < cap)
     }
 
     /// Capacity a rebuild would pick for the current contents plus one.
     pub fn rebuild_capacity(&self) -> usize {
-        ((self.len + 1) * 2).next_power_of_two().max(MIN_CAPACITY)
+        ((self.len + 1) * 2).next_power_of_two().max(self.floor)
+    }
+
+    /// Sizes the table for `records` in all without a rebuild on the way, and keeps it at
+    /// least that large until `reserve(0)`. Returns the change in bytes.
+    pub fn reserve(&mut self, records: usize, hash_of: impl Fn(&[u8]) -> KeyHash) -> isize {
+        let before = self.bytes();
+        self.floor = if records == 0 {
+            MIN_CAPACITY
+        } else {
+            (records * 4 / 3 + 1).next_power_of_two().max(MIN_CAPACITY)
+        };
+        if self.floor > self.capacity() {
+            let mut fresh = Table::with_capacity(self.floor);
+            fresh.floor = self.floor;
+            for &slot in self.slots.iter() {
+                if let Some(item) = slot_addr(slot) {
+                    let hash = hash_of(item.key());
+                    let Probe::Vacant(i) = fresh.find(hash, item.key()) else {
+                        panic!("duplicate key in table")
+                    };
+                    fresh.insert_at(i, hash, item, slot & EXPIRE_BIT != 0);
+                }
+            }
+            self.slots.fill(EMPTY);
+            *self = fresh;
+        }
+        self.bytes() as isize - before as isize
     }
 
     /// Rehashes every record into a table sized for the contents. `hash_of` recomputes a key's
     /// hash; slot positions change, so any held slot index is invalid afterwards.
     pub fn rebuild(&mut self, hash_of: impl Fn(&[u8]) -> KeyHash) {
         let mut fresh = Table::with_capacity(self.rebuild_capacity());
+        fresh.floor = self.floor;
         for &slot in self.slots.iter() {
             if let Some(item) = slot_addr(slot) {
                 let hash = hash_of(item.key());

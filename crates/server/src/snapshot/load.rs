@@ -69,7 +69,21 @@ pub(super) fn read_snapshot(
     if layout.cut_short.is_none() && bad.is_empty() && !layout.file_crc_ok {
         refuse_or_skip("the file checksum does not match".into(), &mut report)?;
     }
-    let loaded = insert_blocks(p, &file, blocks, &bad, threads, delay_us, &name)?;
+    // Tables sized for what is coming grow no more on the way (META has the record count).
+    let expected = blocks
+        .iter()
+        .filter(|b| b.kind == BlockKind::Meta && b.checksum_ok(&file))
+        .find_map(|b| {
+            let mut buf = Vec::new();
+            b.decode(&file, &mut buf).ok()?;
+            decode_meta(&buf).map(|(_, records, _)| records)
+        });
+    if let Some(records) = expected {
+        p.store.reserve(records as usize);
+    }
+    let loaded = insert_blocks(p, &file, blocks, &bad, threads, delay_us, &name);
+    p.store.reserve(0);
+    let loaded = loaded?;
     for failure in loaded.failures {
         refuse_or_skip(failure, &mut report)?;
     }
