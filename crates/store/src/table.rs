@@ -316,6 +316,25 @@ mod tests {
     }
 
     #[test]
+    fn a_reserved_table_does_not_grow_or_shrink_until_released() {
+        let mut t = Table::new();
+        put(&mut t, b"before");
+        assert!(t.reserve(10_000, hash_of) > 0);
+        let reserved = t.capacity();
+        assert!(reserved * 3 >= 10_000 * 4);
+        for i in 0..10_000u32 {
+            put(&mut t, &i.to_le_bytes());
+        }
+        assert_eq!((t.capacity(), t.len()), (reserved, 10_001));
+        let mut small = Table::new();
+        small.reserve(10_000, hash_of);
+        put(&mut small, b"one");
+        assert_eq!(small.capacity(), reserved, "a reserved table is not shrunk by an insert");
+        assert_eq!(small.reserve(0, hash_of), 0);
+        assert!(small.needs_rebuild(), "released: it may shrink again");
+    }
+
+    #[test]
     fn rebuild_shrinks_a_mostly_empty_table() {
         let mut t = Table::new();
         for i in 0..4096u32 {
