@@ -145,11 +145,10 @@ fn start_save_rules(weak: std::sync::Weak<Shared>) {
             let p = &shared.persistence;
             let rules = shared.settings.persist.read().save.clone();
             let scheduled = p.bgsave_scheduled.load(Ordering::Relaxed);
-            if (scheduled && !p.bgsave_in_progress() && !p.loading()) || p.rules_due(&rules) {
-                if shared.bgsave().is_ok() {
-                    p.bgsave_scheduled.store(false, Ordering::Relaxed);
-                    tracing::info!("background saving started");
-                }
+            let due = (scheduled && !p.bgsave_in_progress() && !p.loading()) || p.rules_due(&rules);
+            if due && shared.bgsave().is_ok() {
+                p.bgsave_scheduled.store(false, Ordering::Relaxed);
+                tracing::info!("background saving started");
             }
         });
     if let Err(e) = spawned {

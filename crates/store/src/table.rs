@@ -329,7 +329,11 @@ mod tests {
         let mut small = Table::new();
         small.reserve(10_000, hash_of);
         put(&mut small, b"one");
-        assert_eq!(small.capacity(), reserved, "a reserved table is not shrunk by an insert");
+        assert_eq!(
+            small.capacity(),
+            reserved,
+            "a reserved table is not shrunk by an insert"
+        );
         assert_eq!(small.reserve(0, hash_of), 0);
         assert!(small.needs_rebuild(), "released: it may shrink again");
     }

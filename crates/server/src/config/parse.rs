@@ -221,7 +221,7 @@ pub fn only(s: &str, accepted: &[&str], why: &str) -> Result<(), String> {
 /// save when at least CHANGES changes happened and SECONDS passed since the last save.
 pub fn parse_rules(text: &str) -> Result<Vec<(u64, u64)>, String> {
     let parts: Vec<&str> = text.split_whitespace().collect();
-    if parts.len() % 2 != 0 {
+    if !parts.len().is_multiple_of(2) {
         return Err("Invalid save parameters".into());
     }
     parts

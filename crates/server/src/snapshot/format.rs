@@ -215,7 +215,7 @@ impl Block {
         out.clear();
         match self.codec {
             CODEC_NONE => out.extend_from_slice(payload),
-            _ => {
+            CODEC_LZ4 => {
                 out.resize(self.raw_len, 0);
                 let n = lz4_flex::block::decompress_into(payload, out)
                     .map_err(|e| format!("cannot decompress: {e}"))?;
@@ -223,6 +223,7 @@ impl Block {
                     return Err(format!("expands to {n} bytes, not {}", self.raw_len));
                 }
             }
+            other => return Err(format!("unknown compression {other}")),
         }
         Ok(())
     }
