@@ -432,7 +432,9 @@ def _flag_pairs(args):
 def _to_redis_args(args):
     out = []
     for flag, val in _flag_pairs(args):
-        if flag in ("--requirepass", "--maxclients", "--maxmemory", "--unixsocket", "--unixsocketperm"):
+        if flag in ("--requirepass", "--maxclients", "--maxmemory", "--unixsocket", "--unixsocketperm",
+                    "--dir", "--dbfilename", "--save", "--stop-writes-on-bgsave-error",
+                    "--rdb-key-save-delay", "--key-load-delay", "--loading-process-events-interval-bytes"):
             out += [flag, val]
         elif flag == "--maxmemory-policy":
             out += [flag, _REDIS_POLICY.get(val, val)]

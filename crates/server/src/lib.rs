@@ -14,6 +14,7 @@ pub mod pubsub;
 mod resp_cases;
 pub mod session;
 pub mod shared;
+pub mod snapshot;
 pub mod sql_changes;
 pub mod stats;
 #[cfg(test)]

@@ -45,13 +45,25 @@ fn main() {
         "cairn starting"
     );
     let shared = Shared::new(config);
-    let server = match Server::start(shared) {
+    let snapshot = snapshot_to_load(&shared);
+    if snapshot.is_some() {
+        // Set before the listeners open: the first clients already get -LOADING.
+        shared.persistence.set_loading();
+    }
+    let server = match Server::start(shared.clone()) {
         Ok(s) => s,
         Err(e) => {
             error!("{e}");
             exit(1);
         }
     };
+    if let Some(path) = snapshot {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("cairn-load".into())
+            .spawn(move || load_snapshot(&shared, &path))
+            .expect("spawn the loading thread");
+    }
 
     let signal = signals.forever().find(|&sig| {
         if sig == SIGHUP {
@@ -69,9 +81,59 @@ fn main() {
         }
     });
     server.shutdown();
+    if let Err(e) = cairn_server::command::shutdown_save(&shared, None) {
+        error!("error trying to save the snapshot before shutting down: {e}");
+    }
     info!("bye");
     // Skip freeing the keyspace: the OS reclaims it faster.
     exit(0);
+}
+
+/// The snapshot to load at start, if `dir/dbfilename` exists. A `dir` that is not a
+/// directory stops the server, as in Redis.
+fn snapshot_to_load(shared: &Shared) -> Option<std::path::PathBuf> {
+    let (target, _) = shared.snapshot_target();
+    if !target.dir.is_dir() {
+        error!(
+            "can't use dir '{}': not a directory (create it, or give another --dir)",
+            target.dir.display()
+        );
+        exit(1);
+    }
+    let path = target.path();
+    path.exists().then_some(path)
+}
+
+/// Loads the snapshot on all cores; a file that cannot be loaded stops the server with the
+/// reason (which names the damaged block).
+fn load_snapshot(shared: &Shared, path: &std::path::Path) {
+    let settings = shared.settings.persist.read().clone();
+    let damaged = if settings.load_damaged_skip {
+        cairn_server::snapshot::Damaged::Skip
+    } else {
+        cairn_server::snapshot::Damaged::Refuse
+    };
+    let threads = cairn_server::command::persist_cmd::load_threads();
+    info!(path = %path.display(), threads, "loading the snapshot");
+    match shared
+        .persistence
+        .load(path, damaged, threads, settings.key_load_delay)
+    {
+        Ok(r) => info!(
+            "snapshot loaded: {} keys ({} expired skipped, {} damaged parts skipped) from {} \
+             bytes in {:.3}s ({:.2} M keys/s)",
+            r.records,
+            r.expired,
+            r.skipped.len(),
+            r.file_bytes,
+            r.took.as_secs_f64(),
+            r.records as f64 / r.took.as_secs_f64().max(1e-9) / 1e6
+        ),
+        Err(e) => {
+            error!("{e}");
+            exit(1);
+        }
+    }
 }
 
 fn signal_name(sig: i32) -> &'static str {

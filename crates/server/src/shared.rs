@@ -33,6 +33,8 @@ pub struct Shared {
     pub observe: Arc<crate::observe::Observe>,
     /// Clients blocked in BLPOP / BRPOP / BLMOVE.
     pub blocking: Arc<crate::blocking::Blocking>,
+    /// Snapshots: saving, loading, INFO persistence.
+    pub persistence: Arc<crate::snapshot::Persistence>,
 }
 
 impl Shared {
@@ -67,7 +69,9 @@ impl Shared {
                 None
             }
         };
+        let persistence = crate::snapshot::Persistence::new(store.clone(), sql.clone());
         let shared = Arc::new(Shared {
+            persistence,
             pubsub: crate::pubsub::PubSub::default(),
             sql,
             tracking,
@@ -101,7 +105,57 @@ impl Shared {
             );
             true
         });
+        start_save_rules(Arc::downgrade(&shared));
         shared
+    }
+
+    /// Where snapshots go now, and the save delay test aid (the settings may change).
+    pub fn snapshot_target(&self) -> (crate::snapshot::Target, u64) {
+        let p = self.settings.persist.read();
+        let target = crate::snapshot::Target {
+            dir: p.dir.clone(),
+            file: p.dbfilename.clone(),
+        };
+        (target, p.rdb_key_save_delay)
+    }
+
+    /// Starts a background save (BGSAVE, the `save` rules).
+    pub fn bgsave(&self) -> Result<(), &'static str> {
+        let (target, delay) = self.snapshot_target();
+        self.persistence.bgsave(target, delay)
+    }
+
+    /// Whether writes are refused with -MISCONF: a background save failed while save rules
+    /// are set and `stop-writes-on-bgsave-error` is yes (Redis's condition).
+    pub fn writes_refused(&self) -> bool {
+        self.persistence.last_bgsave_failed() && {
+            let p = self.settings.persist.read();
+            p.stop_writes_on_bgsave_error && !p.save.is_empty()
+        }
+    }
+}
+
+/// The `save` rules' clock: ten times a second, starts a background save when a rule is due
+/// (or one was scheduled by BGSAVE SCHEDULE). Holds the server weakly.
+fn start_save_rules(weak: std::sync::Weak<Shared>) {
+    let spawned = std::thread::Builder::new()
+        .name("cairn-save-rules".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let p = &shared.persistence;
+            let rules = shared.settings.persist.read().save.clone();
+            let scheduled = p.bgsave_scheduled.load(Ordering::Relaxed);
+            let due = (scheduled && !p.bgsave_in_progress() && !p.loading()) || p.rules_due(&rules);
+            if due && shared.bgsave().is_ok() {
+                p.bgsave_scheduled.store(false, Ordering::Relaxed);
+                tracing::info!("background saving started");
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("the save-rules thread did not start (no automatic saves): {e}");
     }
 }
 

@@ -33,6 +33,12 @@ impl sql::ChangeSink for SqlChanges {
         };
         store.record_sql_with(author, || replay_command(change));
     }
+
+    fn restored(&self, position: u64) {
+        // The engine numbers its next change `position + 1`; the store's SQL log must agree,
+        // so that a snapshot's SQL position and the change stream name the same change.
+        self.0.restart_sql_log_at(position);
+    }
 }
 
 /// The command that replays `change`, RESP-encoded (a request as a client sends it).

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// that is in no layer yet is only checked for cycles.
 const LAYERS: &[&[&str]] = &[
     &["protocol", "config", "stats", "keyspace", "sql_changes"],
-    &["clients"],
+    &["clients", "snapshot"],
     &["pubsub", "observe", "blocking"],
     &["tracking"],
     &["shared"],

@@ -300,6 +300,15 @@ impl Store {
         self.record(&mut log, index, author, &statement, ChangeKind::Sql);
     }
 
+    /// The SQL tables were replaced by a snapshot's taken at SQL log position `position`: the
+    /// SQL log goes on from there (its next change is `position + 1`, as the SQL engine numbers
+    /// them), and what it kept from before the restore is dropped (cursors behind it lag).
+    pub fn restart_sql_log_at(&self, position: u64) {
+        let mut log = self.sql.lock();
+        log.clear(self);
+        log.seq = position;
+    }
+
     /// Bytes each log's backlog may hold: the configured total shared evenly.
     fn log_limit(&self) -> usize {
         (self.change_backlog.load(Ordering::Relaxed) / (self.shard_count() as u64 + 1)) as usize
@@ -334,6 +343,15 @@ impl Store {
             .map(|(_, g)| g.log.seq)
             .chain(std::iter::once(sql.seq))
             .collect()
+    }
+
+    /// How many changes were numbered so far, all logs together (each read under its lock, not
+    /// at one cut): what "changes since the last save" counts from.
+    pub fn change_count(&self) -> u64 {
+        let shards: u64 = (0..self.shard_count())
+            .map(|i| self.cell(i).lock.read().log.seq)
+            .sum();
+        shards + self.sql.lock().seq
     }
 
     /// Registers a cursor consumer: from now on every change is kept in the backlogs until

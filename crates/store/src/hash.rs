@@ -57,6 +57,18 @@ pub fn len(encoded: &[u8]) -> usize {
     fields(encoded).count()
 }
 
+/// Whether `encoded` is a whole, well-formed encoding (pairs of length-prefixed parts, nothing
+/// left over): a snapshot being loaded is checked with it before a record is built.
+pub fn is_well_formed(encoded: &[u8]) -> bool {
+    let mut parts = Fields { rest: encoded };
+    while !parts.rest.is_empty() {
+        if parts.next().is_none() {
+            return false;
+        }
+    }
+    true
+}
+
 pub fn push(out: &mut Vec<u8>, field: &[u8], value: &[u8]) {
     put_varint(out, field.len());
     out.extend_from_slice(field);

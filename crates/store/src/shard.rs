@@ -28,6 +28,9 @@ enum Put {
         client_cas: Option<u64>,
         change: Rebuilt,
     },
+    /// A record loaded from a snapshot: it keeps the CAS it was saved with (the store's CAS
+    /// counter is raised above every loaded one afterwards, `Store::raise_cas_above`).
+    Load { cas: u64 },
 }
 
 /// What a rebuild changes that clients see: the change it is recorded as.
@@ -278,10 +281,6 @@ impl<'a> Entry<'a> {
         how: Put,
         fill: impl FnOnce(&mut [u8], Option<Item<'_>>),
     ) -> Result<u64, OutOfMemory> {
-        let client_cas = match how {
-            Put::Write => None,
-            Put::Rebuild { client_cas, .. } => client_cas,
-        };
         let kept: Vec<Tag>;
         let tags: &[Tag] = match tags {
             TagWrite::Set(t) => t,
@@ -290,8 +289,14 @@ impl<'a> Entry<'a> {
                 &kept
             }
         };
-        let fresh = self.next_cas();
-        let cas = client_cas.unwrap_or(fresh);
+        let (cas, version) = match how {
+            Put::Write => (self.next_cas(), None),
+            Put::Rebuild { client_cas, .. } => {
+                let fresh = self.next_cas();
+                (client_cas.unwrap_or(fresh), client_cas.map(|_| fresh))
+            }
+            Put::Load { cas } => (cas, None),
+        };
         let header = Header {
             tags,
             kind,
@@ -300,7 +305,7 @@ impl<'a> Entry<'a> {
             expire_at,
             flags,
             cas,
-            version: client_cas.map(|_| fresh),
+            version,
         };
         let new_charge = charge(header.alloc_size()) + ENTRY_COST * tags.len();
         let old_charge = match self.probe {
@@ -370,7 +375,7 @@ impl<'a> Entry<'a> {
         self.shard.used += charged;
         self.store.account(charged as isize);
         let change = match how {
-            Put::Write => ChangeKind::Set(Item::new(item)),
+            Put::Write | Put::Load { .. } => ChangeKind::Set(Item::new(item)),
             Put::Rebuild {
                 change: Rebuilt::Ttl,
                 ..
@@ -388,6 +393,55 @@ impl<'a> Entry<'a> {
                 .fetch_add(1, Ordering::Relaxed);
         }
         Ok(cas)
+    }
+
+    /// Writes a record loaded from a snapshot: its value, deadline, flags, tags and CAS as
+    /// they were saved. Recorded as a `Set` by `author`.
+    pub(crate) fn put_loaded(
+        &mut self,
+        kind: Kind,
+        value: &[u8],
+        expire_at: Option<u64>,
+        flags: u32,
+        cas: u64,
+        tags: &[Tag],
+    ) -> Result<u64, OutOfMemory> {
+        self.put_inner(
+            kind,
+            value.len(),
+            expire_at,
+            flags,
+            TagWrite::Set(tags),
+            Put::Load { cas },
+            |buf, _| buf.copy_from_slice(value),
+        )
+    }
+
+    /// As `put_loaded`, for a collection (already decoded from its portable bytes).
+    pub(crate) fn put_loaded_collection(
+        &mut self,
+        collection: Collection,
+        expire_at: Option<u64>,
+        flags: u32,
+        cas: u64,
+        tags: &[Tag],
+    ) -> Result<u64, OutOfMemory> {
+        let kind = collection.kind();
+        self.make_room(collection.memory())?;
+        let boxed = Box::new(collection);
+        // The closure owns the box: a write that fails before filling drops it with it.
+        self.put_inner(
+            kind,
+            crate::item::POINTER_LEN,
+            expire_at,
+            flags,
+            TagWrite::Set(tags),
+            Put::Load { cas },
+            move |buf, _| {
+                let addr = Box::into_raw(boxed) as usize;
+                buf.copy_from_slice(&addr.to_le_bytes());
+            },
+        )
     }
 
     /// Sets or clears the deadline of the existing record, giving it a new CAS. Returns false

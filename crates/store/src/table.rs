@@ -45,6 +45,9 @@ pub(crate) struct Table {
     expiring: usize,
     tombstones: usize,
     shift: u32,
+    /// The table does not shrink below this capacity (raised while a snapshot loads, so that
+    /// a table sized for what is coming is not shrunk back by the first insert).
+    floor: usize,
 }
 
 /// Where a lookup ended: the key's slot, or the slot where it would be inserted.
@@ -66,6 +69,7 @@ impl Table {
             expiring: 0,
             tombstones: 0,
             shift: 32 - capacity.trailing_zeros(),
+            floor: MIN_CAPACITY,
         }
     }
 
@@ -180,19 +184,46 @@ impl Table {
     /// tombstones counted, or a table at least 8 times larger than its contents).
     pub fn needs_rebuild(&self) -> bool {
         let cap = self.slots.len();
-        (self.len + self.tombstones + 1) * 4 > cap * 3
-            || (cap > MIN_CAPACITY && self.len * 16 < cap)
+        (self.len + self.tombstones + 1) * 4 > cap * 3 || (cap > self.floor && self.len * 16 < cap)
     }
 
     /// Capacity a rebuild would pick for the current contents plus one.
     pub fn rebuild_capacity(&self) -> usize {
-        ((self.len + 1) * 2).next_power_of_two().max(MIN_CAPACITY)
+        ((self.len + 1) * 2).next_power_of_two().max(self.floor)
+    }
+
+    /// Sizes the table for `records` in all without a rebuild on the way, and keeps it at
+    /// least that large until `reserve(0)`. Returns the change in bytes.
+    pub fn reserve(&mut self, records: usize, hash_of: impl Fn(&[u8]) -> KeyHash) -> isize {
+        let before = self.bytes();
+        self.floor = if records == 0 {
+            MIN_CAPACITY
+        } else {
+            (records * 4 / 3 + 1).next_power_of_two().max(MIN_CAPACITY)
+        };
+        if self.floor > self.capacity() {
+            let mut fresh = Table::with_capacity(self.floor);
+            fresh.floor = self.floor;
+            for &slot in self.slots.iter() {
+                if let Some(item) = slot_addr(slot) {
+                    let hash = hash_of(item.key());
+                    let Probe::Vacant(i) = fresh.find(hash, item.key()) else {
+                        panic!("duplicate key in table")
+                    };
+                    fresh.insert_at(i, hash, item, slot & EXPIRE_BIT != 0);
+                }
+            }
+            self.slots.fill(EMPTY);
+            *self = fresh;
+        }
+        self.bytes() as isize - before as isize
     }
 
     /// Rehashes every record into a table sized for the contents. `hash_of` recomputes a key's
     /// hash; slot positions change, so any held slot index is invalid afterwards.
     pub fn rebuild(&mut self, hash_of: impl Fn(&[u8]) -> KeyHash) {
         let mut fresh = Table::with_capacity(self.rebuild_capacity());
+        fresh.floor = self.floor;
         for &slot in self.slots.iter() {
             if let Some(item) = slot_addr(slot) {
                 let hash = hash_of(item.key());
@@ -299,6 +330,29 @@ mod tests {
         }
         assert_eq!(t.len(), 15_000);
         assert!(t.capacity() >= 20_000);
+    }
+
+    #[test]
+    fn a_reserved_table_does_not_grow_or_shrink_until_released() {
+        let mut t = Table::new();
+        put(&mut t, b"before");
+        assert!(t.reserve(10_000, hash_of) > 0);
+        let reserved = t.capacity();
+        assert!(reserved * 3 >= 10_000 * 4);
+        for i in 0..10_000u32 {
+            put(&mut t, &i.to_le_bytes());
+        }
+        assert_eq!((t.capacity(), t.len()), (reserved, 10_001));
+        let mut small = Table::new();
+        small.reserve(10_000, hash_of);
+        put(&mut small, b"one");
+        assert_eq!(
+            small.capacity(),
+            reserved,
+            "a reserved table is not shrunk by an insert"
+        );
+        assert_eq!(small.reserve(0, hash_of), 0);
+        assert!(small.needs_rebuild(), "released: it may shrink again");
     }
 
     #[test]

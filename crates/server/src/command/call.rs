@@ -226,6 +226,19 @@ fn check<B: Body>(
     if conn.monitor && super::observe_hook::refuses(command) {
         return Some(String::from_utf8_lossy(super::observe_hook::REFUSED).into_owned());
     }
+    if shared.persistence.loading() && !allowed_while_loading(command, body) {
+        return Some(if body.args().is_some() {
+            "LOADING Redis is loading the dataset in memory".into()
+        } else {
+            "LOADING cairn is loading the dataset in memory".into()
+        });
+    }
+    if (command.has(flags::WRITE) || command.name == "ping") && shared.writes_refused() {
+        return Some(MISCONF.into());
+    }
+    if conn.multi.is_some() && command.has(flags::NOMULTI) && !command.has(flags::NOQUEUE) {
+        return Some("ERR Command not allowed inside a transaction".into());
+    }
     if conn.subscribed_resp2() && !command.has(flags::PUBSUB) {
         return Some(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -233,6 +246,25 @@ fn check<B: Body>(
         ));
     }
     None
+}
+
+/// Redis's refusal of writes after a failed background save (`stop-writes-on-bgsave-error`).
+const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
+/// Whether a command may run while the dataset loads: Redis's `loading` flag of the command
+/// (or of its subcommand), from the command metadata. memcached requests may not.
+fn allowed_while_loading<B: Body>(command: &Command, body: &B) -> bool {
+    let Some(args) = body.args() else {
+        return false;
+    };
+    let Some(spec) = super::spec::spec(command.name) else {
+        return false;
+    };
+    let flags = match (spec.subcommands.is_empty(), args.len() > 1) {
+        (false, true) => spec.subcommand(args.get(1)).map_or(spec.flags, |s| s.flags),
+        _ => spec.flags,
+    };
+    flags.contains(&"loading")
 }
 
 /// Replies with an error for a command that could not run; inside MULTI this also dooms

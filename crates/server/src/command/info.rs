@@ -432,32 +432,12 @@ fn memory_section(t: &mut String, shared: &Shared) {
     }
 }
 
-/// cairn keeps no data on disk: the fields say that nothing was ever saved or loaded.
+/// Snapshot fields from the persistence state (`crate::snapshot`); cairn has no AOF and no
+/// fork, so those fields say that none ran.
 fn persistence_section(t: &mut String, shared: &Shared) {
-    let started = unix_now().as_secs() - shared.started.elapsed().as_secs();
-    for name in [
-        "loading",
-        "async_loading",
-        "current_cow_peak",
-        "current_cow_size",
-        "current_cow_size_age",
-    ] {
-        field(t, name, 0);
+    for (name, value) in shared.persistence.info_fields() {
+        field(t, name, value);
     }
-    field(t, "current_fork_perc", "0.00");
-    field(t, "current_save_keys_processed", 0);
-    field(t, "current_save_keys_total", 0);
-    field(t, "rdb_changes_since_last_save", 0);
-    field(t, "rdb_bgsave_in_progress", 0);
-    // As in Redis without a dump file: the start time.
-    field(t, "rdb_last_save_time", started);
-    field(t, "rdb_last_bgsave_status", "ok");
-    field(t, "rdb_last_bgsave_time_sec", -1);
-    field(t, "rdb_current_bgsave_time_sec", -1);
-    field(t, "rdb_saves", 0);
-    field(t, "rdb_last_cow_size", 0);
-    field(t, "rdb_last_load_keys_expired", 0);
-    field(t, "rdb_last_load_keys_loaded", 0);
     field(t, "aof_enabled", 0);
     field(t, "aof_rewrite_in_progress", 0);
     field(t, "aof_rewrite_scheduled", 0);

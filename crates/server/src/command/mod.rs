@@ -19,6 +19,7 @@ mod object;
 mod lists;
 mod observe_cmd;
 pub(crate) mod observe_hook;
+pub mod persist_cmd;
 mod pubsub;
 mod reset;
 mod server;
@@ -41,6 +42,7 @@ use store::Db;
 
 pub use args::{Args, OwnedArgs};
 pub use call::{call, dispatch, Body, Caller, Resp};
+pub use persist_cmd::shutdown_save;
 pub use table::{by_slot, lookup, memcached_only_entry, Command, COMMANDS};
 
 use crate::clients::ClientInfo;

@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    blocking_cmd, hashes, info, introspect, keys, lists, object, observe_cmd, pubsub, reset, server,
-    sets, sql, strings, tags, txn, zrange, zsets, Handler,
+    blocking_cmd, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
+    reset, server, sets, sql, strings, tags, txn, zrange, zsets, Handler,
 };
 
 pub struct Command {
@@ -106,6 +106,12 @@ pub static COMMANDS: &[Command] = &[
     cmd("dbsize", 1, RF | KEYSPACE, NONE, keys::dbsize, "Returns the number of keys."),
     cmd("flushall", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys."),
     cmd("flushdb", -1, W | KEYSPACE, NONE, keys::flushall, "Removes all keys of the (only) database."),
+    // Snapshots.
+    cmd("save", 1, ADMIN | NOMULTI, NONE, persist_cmd::save, "Saves a snapshot of the dataset to disk, waiting for it."),
+    cmd("bgsave", -1, ADMIN, NONE, persist_cmd::bgsave, "Saves a snapshot of the dataset to disk in the background."),
+    cmd("lastsave", 1, FAST, NONE, persist_cmd::lastsave, "Returns the Unix time of the last successful save."),
+    cmd("shutdown", -1, ADMIN | NOMULTI, NONE, persist_cmd::shutdown, "Saves a snapshot (as configured) and stops the server."),
+    cmd("debug", -2, ADMIN, NONE, persist_cmd::debug, "DEBUG RELOAD: saves, empties and reloads the dataset (for tests)."),
     // Transactions.
     cmd("multi", 1, FAST | NOQUEUE | NOMULTI, NONE, txn::multi, "Starts a transaction."),
     cmd("exec", 1, NOQUEUE, NONE, txn::exec, "Executes the queued commands atomically."),

@@ -77,6 +77,10 @@ pub(super) fn from_args(argv: Vec<OsString>) -> Result<Config, ConfigError> {
             if setting.name == "memcache-port" {
                 config.memcache_port_explicit = true;
             }
+            // Given explicitly, the snapshot directory turns the save at shutdown on.
+            if setting.name == "dir" {
+                config.persist.dir_explicit = true;
+            }
         }
     }
     Ok(config)

@@ -95,6 +95,37 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Milliseconds (LATENCY); 0 = off.
     pub latency_monitor_threshold: u64,
+    /// Snapshots (`dir`, `dbfilename`, `save`, ...).
+    pub persist: PersistConfig,
+}
+
+/// The snapshot settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PersistConfig {
+    /// Where snapshots are written and read.
+    pub dir: PathBuf,
+    /// Whether `dir` was given (on the command line or in the file): it turns the save at
+    /// shutdown on by default.
+    pub dir_explicit: bool,
+    pub dbfilename: String,
+    /// `save` rules: (seconds, changes) pairs; empty = no automatic saves.
+    pub save: Vec<(u64, u64)>,
+    /// `save-on-shutdown`: None = auto (yes when `dir` was given or `save` rules are set).
+    pub save_on_shutdown: Option<bool>,
+    pub stop_writes_on_bgsave_error: bool,
+    /// `load-damaged skip`: load around damaged blocks rather than refuse the file.
+    pub load_damaged_skip: bool,
+    /// Test aids, as Redis's: microseconds of pause per record saved / loaded.
+    pub rdb_key_save_delay: u64,
+    pub key_load_delay: u64,
+}
+
+impl PersistConfig {
+    /// Whether a shutdown (SIGTERM, SIGINT, SHUTDOWN without SAVE/NOSAVE) saves.
+    pub fn saves_on_shutdown(&self) -> bool {
+        self.save_on_shutdown
+            .unwrap_or(self.dir_explicit || !self.save.is_empty())
+    }
 }
 
 /// Why the configuration could not be loaded.
@@ -179,6 +210,17 @@ impl Config {
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
             latency_monitor_threshold: 0,
+            persist: PersistConfig {
+                dir: PathBuf::from("."),
+                dir_explicit: false,
+                dbfilename: String::new(),
+                save: Vec::new(),
+                save_on_shutdown: None,
+                stop_writes_on_bgsave_error: true,
+                load_damaged_skip: false,
+                rdb_key_save_delay: 0,
+                key_load_delay: 0,
+            },
         }
     }
 

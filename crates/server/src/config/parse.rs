@@ -219,3 +219,31 @@ pub fn only(s: &str, accepted: &[&str], why: &str) -> Result<(), String> {
         Err(why.to_string())
     }
 }
+
+/// Parses `save` rules: "SECONDS CHANGES [SECONDS CHANGES ...]" ("" = none), Redis's meaning:
+/// save when at least CHANGES changes happened and SECONDS passed since the last save.
+pub fn parse_rules(text: &str) -> Result<Vec<(u64, u64)>, String> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    if !parts.len().is_multiple_of(2) {
+        return Err("Invalid save parameters".into());
+    }
+    parts
+        .chunks(2)
+        .map(|pair| {
+            let secs = pair[0].parse::<u64>();
+            let changes = pair[1].parse::<u64>();
+            match (secs, changes) {
+                (Ok(s), Ok(c)) => Ok((s, c)),
+                _ => Err("Invalid save parameters".into()),
+            }
+        })
+        .collect()
+}
+
+pub fn render_rules(rules: &[(u64, u64)]) -> String {
+    rules
+        .iter()
+        .map(|(s, c)| format!("{s} {c}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

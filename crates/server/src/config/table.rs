@@ -133,6 +133,22 @@ fn path_text(p: &Option<std::path::PathBuf>) -> String {
         .unwrap_or_default()
 }
 
+fn parse_yes_no(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "yes" | "true" => Ok(true),
+        "no" | "false" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
 fn no_op_read(_: &Settings, _: &mut Config) {}
 fn no_op_write(_: &Settings, _: &Config) {}
 
@@ -550,17 +566,153 @@ pub static SETTINGS: &[Setting] = &[
     ),
     mutable(
         fixed(
+            "dir",
+            "PATH",
+            "Directory of the snapshot file (and its temporary files while saving). Given \
+             explicitly, it turns save-on-shutdown on by default.",
+            DefaultValue::Text("."),
+            Kind::Text,
+            |c, v| {
+                if v.is_empty() {
+                    return Err("dir must not be empty".into());
+                }
+                c.persist.dir = v.into();
+                Ok(())
+            },
+            |c| c.persist.dir.display().to_string(),
+        ),
+        |s, c| c.persist.dir = s.persist.read().dir.clone(),
+        |s, c| s.persist.write().dir = c.persist.dir.clone(),
+    ),
+    mutable(
+        fixed(
+            "dbfilename",
+            "NAME",
+            "File name of the snapshot inside dir.",
+            DefaultValue::Text("dump.cairn"),
+            Kind::Text,
+            |c, v| {
+                if v.is_empty() || v.contains('/') || v == "." || v == ".." {
+                    return Err("dbfilename can't be a path, just a filename".into());
+                }
+                c.persist.dbfilename = v.into();
+                Ok(())
+            },
+            |c| c.persist.dbfilename.clone(),
+        ),
+        |s, c| c.persist.dbfilename = s.persist.read().dbfilename.clone(),
+        |s, c| s.persist.write().dbfilename = c.persist.dbfilename.clone(),
+    ),
+    mutable(
+        fixed(
             "save",
             "RULES",
-            "Snapshot rules, for Redis clients that set them: cairn keeps no snapshots, so \
-             only \"\" is accepted.",
+            "Automatic snapshots, as Redis's: \"SECONDS CHANGES [SECONDS CHANGES ...]\" saves in \
+             the background when at least CHANGES changes were made and SECONDS passed since \
+             the last save; \"\" = never.",
             DefaultValue::Text(""),
             Kind::Text,
-            |_, v| only(v, &[""], "cairn keeps no snapshots (only \"\" is accepted)"),
-            |_| String::new(),
+            |c, v| {
+                c.persist.save = parse_rules(v)?;
+                Ok(())
+            },
+            |c| render_rules(&c.persist.save),
         ),
-        no_op_read,
-        no_op_write,
+        |s, c| c.persist.save = s.persist.read().save.clone(),
+        |s, c| s.persist.write().save = c.persist.save.clone(),
+    ),
+    mutable(
+        fixed(
+            "save-on-shutdown",
+            "yes|no|auto",
+            "Save a snapshot when stopped by SIGTERM, SIGINT or SHUTDOWN; auto = yes when dir \
+             was given or save rules are set.",
+            DefaultValue::Text("auto"),
+            Kind::Text,
+            |c, v| {
+                c.persist.save_on_shutdown = match v.to_ascii_lowercase().as_str() {
+                    "auto" => None,
+                    other => Some(parse_yes_no(other)?),
+                };
+                Ok(())
+            },
+            |c| match c.persist.save_on_shutdown {
+                None => "auto".into(),
+                Some(b) => yes_no(b).into(),
+            },
+        ),
+        |s, c| c.persist.save_on_shutdown = s.persist.read().save_on_shutdown,
+        |s, c| s.persist.write().save_on_shutdown = c.persist.save_on_shutdown,
+    ),
+    mutable(
+        fixed(
+            "stop-writes-on-bgsave-error",
+            "yes|no",
+            "After a failed background save (with save rules set), refuse writes with -MISCONF \
+             until a save succeeds, as Redis does.",
+            DefaultValue::Text("yes"),
+            Kind::Text,
+            |c, v| {
+                c.persist.stop_writes_on_bgsave_error = parse_yes_no(v)?;
+                Ok(())
+            },
+            |c| yes_no(c.persist.stop_writes_on_bgsave_error).into(),
+        ),
+        |s, c| {
+            c.persist.stop_writes_on_bgsave_error = s.persist.read().stop_writes_on_bgsave_error
+        },
+        |s, c| {
+            s.persist.write().stop_writes_on_bgsave_error = c.persist.stop_writes_on_bgsave_error
+        },
+    ),
+    fixed(
+        "load-damaged",
+        "refuse|skip",
+        "A snapshot with damaged blocks at start-up: refuse it (the server does not start, the \
+         message names the block) or skip the damaged blocks (logged) and load the rest.",
+        DefaultValue::Text("refuse"),
+        Kind::Text,
+        |c, v| {
+            c.persist.load_damaged_skip = match v.to_ascii_lowercase().as_str() {
+                "refuse" => false,
+                "skip" => true,
+                _ => return Err("load-damaged is refuse or skip".into()),
+            };
+            Ok(())
+        },
+        |c| if c.persist.load_damaged_skip { "skip" } else { "refuse" }.into(),
+    ),
+    mutable(
+        fixed(
+            "rdb-key-save-delay",
+            "MICROS",
+            "Test aid (Redis's name): pause this many microseconds per record saved.",
+            DefaultValue::Text("0"),
+            Kind::Int,
+            |c, v| {
+                c.persist.rdb_key_save_delay = parse_int_in(v, 0, 1_000_000)? as u64;
+                Ok(())
+            },
+            |c| c.persist.rdb_key_save_delay.to_string(),
+        ),
+        |s, c| c.persist.rdb_key_save_delay = s.persist.read().rdb_key_save_delay,
+        |s, c| s.persist.write().rdb_key_save_delay = c.persist.rdb_key_save_delay,
+    ),
+    mutable(
+        fixed(
+            "key-load-delay",
+            "MICROS",
+            "Test aid (Redis's name): pause this many microseconds per record loaded.",
+            DefaultValue::Text("0"),
+            Kind::Int,
+            |c, v| {
+                c.persist.key_load_delay = parse_int_in(v, 0, 1_000_000)? as u64;
+                Ok(())
+            },
+            |c| c.persist.key_load_delay.to_string(),
+        ),
+        |s, c| c.persist.key_load_delay = s.persist.read().key_load_delay,
+        |s, c| s.persist.write().key_load_delay = c.persist.key_load_delay,
     ),
     mutable(
         fixed(

@@ -40,7 +40,14 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("latency-monitor-threshold", "100", "100"),
     // Settings that take one value only: the sample is that value.
     ("databases", "1", "1"),
-    ("save", "", ""),
+    ("dir", "/tmp/cairn dir", "/tmp/cairn dir"),
+    ("dbfilename", "snap.cairn", "snap.cairn"),
+    ("save", "900  1 60 10000", "900 1 60 10000"),
+    ("save-on-shutdown", "NO", "no"),
+    ("stop-writes-on-bgsave-error", "no", "no"),
+    ("load-damaged", "skip", "skip"),
+    ("rdb-key-save-delay", "10", "10"),
+    ("key-load-delay", "5", "5"),
     ("appendonly", "no", "no"),
 ];
 

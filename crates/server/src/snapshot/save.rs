@@ -1,0 +1,148 @@
+//! Writing a snapshot: every shard's records (copied by the store at its cut), the extra
+//! sections (the SQL tables), the META block, into a temporary file in `dir` that is fsynced
+//! and renamed over the previous snapshot, the directory fsynced after: a crash at any point
+//! leaves the previous snapshot whole.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use super::format::{BlockKind, Writer};
+use super::{Persistence, Target};
+
+/// SQL dumps are cut into blocks of at most this many bytes, each checksummed on its own.
+pub const SQL_BLOCK: usize = 4 << 20;
+
+/// What a save wrote.
+#[derive(Clone, Debug, Default)]
+pub struct SaveReport {
+    pub path: PathBuf,
+    /// Records written.
+    pub records: u64,
+    pub file_bytes: u64,
+    /// Bytes copied under shard locks (INFO `rdb_last_cow_size`).
+    pub copied: u64,
+    /// The longest a shard's lock was held for its copy.
+    pub longest_hold: Duration,
+}
+
+/// Tells temporary files of saves in this process apart.
+static SAVE_NUMBER: AtomicU64 = AtomicU64::new(0);
+
+pub(super) fn write_snapshot(
+    p: &Persistence,
+    target: &Target,
+    delay_us: u64,
+) -> Result<SaveReport, String> {
+    let path = target.path();
+    let n = SAVE_NUMBER.fetch_add(1, Relaxed);
+    let tmp = target
+        .dir
+        .join(format!("temp-{}-{n}.cairn", std::process::id()));
+    let result = write_file(p, &tmp, delay_us).and_then(|mut report| {
+        std::fs::rename(&tmp, &path)?;
+        sync_dir(&target.dir)?;
+        report.path = path.clone();
+        Ok(report)
+    });
+    result.map_err(|e| {
+        // The previous snapshot is untouched; the partial one goes.
+        let _ = std::fs::remove_file(&tmp);
+        format!("writing {}: {e}", path.display())
+    })
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    File::open(dir)?.sync_all()
+}
+
+fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveReport> {
+    let file = File::create(tmp)?;
+    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file), store::now_ms())?;
+    let mut report = SaveReport::default();
+    let (mut scratch, mut out) = (Vec::new(), Vec::new());
+    let shards = p.store.shard_count();
+    let mut cut = Vec::with_capacity(shards);
+    for shard in 0..shards {
+        out.clear();
+        let c = p.store.dump_shard(shard, &mut scratch, &mut out);
+        report.records += c.records;
+        report.copied += c.copied;
+        report.longest_hold = report.longest_hold.max(c.held);
+        cut.push(c.seq);
+        if c.records > 0 {
+            w.block(BlockKind::Records, shard as u32, &out)?;
+        }
+        if delay_us > 0 && c.records > 0 {
+            std::thread::sleep(Duration::from_micros(delay_us.saturating_mul(c.records)));
+        }
+    }
+    // The buffers of a big shard are not kept past the save.
+    drop((scratch, out));
+    let sql_position = extra_sections(p, &mut w)?;
+    w.block(
+        BlockKind::Meta,
+        0,
+        &encode_meta(&cut, report.records, sql_position),
+    )?;
+    let buffered = w.finish()?;
+    let file = buffered.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    report.file_bytes = file.metadata()?.len();
+    Ok(report)
+}
+
+/// The sections beyond the store's records; returns the SQL change-log position the SQL
+/// section includes, if there is one. The SQL tables' dump (`sql::SqlEngine::snapshot`, taken
+/// on the SQL writer between two statements) is opaque bytes here, written with
+/// [`write_sql_section`]; its load side is `load::restore_sql`. It is taken apart from the
+/// shards' cut (the SQL log is a log of its own), and never under a store lock: the SQL writer
+/// may be waiting on the store's SQL log to record a change.
+fn extra_sections<W: Write>(p: &Persistence, w: &mut Writer<W>) -> io::Result<Option<u64>> {
+    let Some(sql) = &p.sql else {
+        return Ok(None);
+    };
+    let snap = sql
+        .snapshot()
+        .map_err(|e| io::Error::other(format!("SQL tables: {e}")))?;
+    write_sql_section(w, &snap.bytes)?;
+    Ok(Some(snap.position))
+}
+
+/// Writes an SQL dump as SQL blocks of at most [`SQL_BLOCK`] bytes, numbered from 0 (an empty
+/// dump is one empty block, so that "an SQL section" and "no SQL section" differ).
+pub(super) fn write_sql_section<W: Write>(w: &mut Writer<W>, bytes: &[u8]) -> io::Result<()> {
+    if bytes.is_empty() {
+        return w.block(BlockKind::Sql, 0, &[]);
+    }
+    for (i, part) in bytes.chunks(SQL_BLOCK).enumerate() {
+        w.block(BlockKind::Sql, i as u32, part)?;
+    }
+    Ok(())
+}
+
+/// META: `version:u8=1 shards:u32 (seq:u64)*shards records:u64 has_sql:u8 [sql_position:u64]`.
+pub(super) fn encode_meta(cut: &[u64], records: u64, sql_position: Option<u64>) -> Vec<u8> {
+    let mut m = Vec::with_capacity(22 + cut.len() * 8);
+    m.push(1);
+    m.extend_from_slice(&(cut.len() as u32).to_le_bytes());
+    for seq in cut {
+        m.extend_from_slice(&seq.to_le_bytes());
+    }
+    m.extend_from_slice(&records.to_le_bytes());
+    match sql_position {
+        Some(pos) => {
+            m.push(1);
+            m.extend_from_slice(&pos.to_le_bytes());
+        }
+        None => m.push(0),
+    }
+    m
+}
