@@ -31,6 +31,8 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     /// MONITOR, SLOWLOG, LATENCY.
     pub observe: Arc<crate::observe::Observe>,
+    /// Lua scripting's cache, running script and gates.
+    pub scripts: crate::scripts::Scripts,
 }
 
 impl Shared {
@@ -79,6 +81,7 @@ impl Shared {
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
             observe: Arc::default(),
+            scripts: crate::scripts::Scripts::default(),
         });
         // The store's expiry rounds and evictions, timed for LATENCY.
         shared

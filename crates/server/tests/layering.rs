@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["protocol", "config", "stats", "keyspace", "sql_changes"],
     &["clients"],
-    &["pubsub", "observe"],
+    &["pubsub", "observe", "scripts"],
     &["tracking"],
     &["shared"],
     &["command"],

@@ -17,6 +17,7 @@ mod observe_cmd;
 pub(crate) mod observe_hook;
 mod pubsub;
 mod reset;
+mod scripting;
 mod server;
 mod spec;
 mod spec_table;
@@ -58,6 +59,11 @@ pub mod flags {
     pub const PUBSUB: u16 = 1 << 8;
     /// Replies later from another thread (SQL): cannot be queued by MULTI.
     pub const DEFERRED: u16 = 1 << 9;
+    /// Runs a Lua script (EVAL...): it makes itself atomic (`crate::scripts`), so the
+    /// command path neither locks its keys nor gates it, and no script may run it.
+    pub const SCRIPTING: u16 = 1 << 10;
+    /// Runs while a script is busy (Redis's `allow-busy`): it never waits on a script.
+    pub const ALLOW_BUSY: u16 = 1 << 11;
 }
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -190,6 +190,60 @@ pub static SPECS: &[Spec] = &[
         subcommands: &[],
     },
     Spec {
+        name: "eval", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
+        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
+        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
+        key_specs: &[],
+        group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "evalsha", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
+        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
+        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
+        key_specs: &[],
+        group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "eval_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
+        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
+        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
+        key_specs: &[],
+        group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "evalsha_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
+        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
+        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
+        key_specs: &[],
+        group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "script", flags: &[], acl: &["@slow"], tips: &[],
+        key_specs: &[],
+        group: "scripting", since: "2.6.0", complexity: "Depends on subcommand.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[
+        Sub { name: "script|flush", arity: -2, flags: &["noscript"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_nodes", "response_policy:all_succeeded"], summary: "Remove all the scripts from the script cache.", since: "2.6.0", complexity: "O(N) with N being the number of scripts in cache" },
+        Sub { name: "script|help", arity: 2, flags: &["loading", "stale"], acl: &["@slow", "@scripting"], tips: &[], summary: "Show helpful text about the different subcommands", since: "5.0.0", complexity: "O(1)" },
+        Sub { name: "script|exists", arity: -3, flags: &["noscript"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_shards", "response_policy:agg_logical_and"], summary: "Check existence of scripts in the script cache.", since: "2.6.0", complexity: "O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation)." },
+        Sub { name: "script|kill", arity: 2, flags: &["noscript", "allow_busy"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_shards", "response_policy:one_succeeded"], summary: "Kill the script currently in execution.", since: "2.6.0", complexity: "O(1)" },
+        Sub { name: "script|load", arity: 3, flags: &["noscript", "stale"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_nodes", "response_policy:all_succeeded"], summary: "Load the specified Lua script into the script cache.", since: "2.6.0", complexity: "O(N) with N being the length in bytes of the script body." },
+    ],
+    },
+    Spec {
         name: "flushall", flags: &["write"], acl: &["@keyspace", "@write", "@slow", "@dangerous"], tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
         key_specs: &[],
         group: "server", since: "1.0.0", complexity: "O(N) where N is the total number of keys in all databases",

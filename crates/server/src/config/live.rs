@@ -35,6 +35,8 @@ pub struct Settings {
     pub slowlog_max_len: AtomicU64,
     /// Milliseconds; 0 = the latency monitor is off.
     pub latency_monitor_threshold: AtomicU64,
+    /// Milliseconds a script runs before others get -BUSY (`crate::scripts`).
+    pub busy_reply_threshold: AtomicU64,
     /// Serialises CONFIG SET and CONFIG REWRITE, so a snapshot they take stays true while
     /// they work on it.
     changing: Mutex<()>,
@@ -79,6 +81,7 @@ impl Settings {
             slowlog_log_slower_than: AtomicI64::new(config.slowlog_log_slower_than),
             slowlog_max_len: AtomicU64::new(config.slowlog_max_len),
             latency_monitor_threshold: AtomicU64::new(config.latency_monitor_threshold),
+            busy_reply_threshold: AtomicU64::new(config.busy_reply_threshold),
             changing: Mutex::new(()),
         };
         settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));

@@ -110,6 +110,9 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Milliseconds (LATENCY); 0 = off.
     pub latency_monitor_threshold: u64,
+    /// Milliseconds a Lua script runs before other clients get -BUSY and SCRIPT KILL may
+    /// stop it (Redis's busy-reply-threshold, formerly lua-time-limit).
+    pub busy_reply_threshold: u64,
 }
 
 /// Why the configuration could not be loaded.
@@ -194,6 +197,7 @@ impl Config {
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
             latency_monitor_threshold: 0,
+            busy_reply_threshold: 0,
         }
     }
 
