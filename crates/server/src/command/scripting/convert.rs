@@ -76,25 +76,25 @@ pub fn reply_to_lua_resp3(lua: &Lua, r: Reply) -> mlua::Result<Value> {
     }
 }
 
-/// Writes a script's result in the client's protocol.
-pub fn lua_to_reply(out: &mut Vec<u8>, v: &Value, version: Version, depth: usize) {
+/// Writes a script's result in the client's protocol (`version`); `script_resp3`: the script
+/// chose RESP3, which decides how its booleans are written (as in Redis).
+pub fn result_to_reply(out: &mut Vec<u8>, v: &Value, version: Version, script_resp3: bool) {
+    lua_to_reply(out, v, version, script_resp3, 0)
+}
+
+fn lua_to_reply(out: &mut Vec<u8>, v: &Value, version: Version, resp3: bool, depth: usize) {
     if depth > MAX_DEPTH {
         return reply::error(out, b"ERR reached lua stack limit");
     }
     match v {
         Value::Nil => reply::null(out, version),
-        Value::Boolean(true) => match version {
-            Version::Resp3 => reply::boolean(out, true, version),
-            _ => reply::integer(out, 1),
-        },
-        Value::Boolean(false) => match version {
-            Version::Resp3 => reply::boolean(out, false, version),
-            _ => reply::null(out, version),
-        },
+        Value::Boolean(b) if resp3 => reply::boolean(out, *b, version),
+        Value::Boolean(true) => reply::integer(out, 1),
+        Value::Boolean(false) => reply::null(out, version),
         Value::Integer(i) => reply::integer(out, *i as i64),
         Value::Number(n) => reply::integer(out, number_to_integer(*n)),
         Value::String(s) => reply::bulk(out, &s.as_bytes()),
-        Value::Table(t) => table_to_reply(out, t, version, depth),
+        Value::Table(t) => table_to_reply(out, t, version, resp3, depth),
         Value::Error(e) => reply::error(out, one_line(e.to_string().as_bytes()).as_slice()),
         _ => reply::null(out, version),
     }
@@ -109,7 +109,7 @@ fn number_to_integer(n: f64) -> i64 {
     }
 }
 
-fn table_to_reply(out: &mut Vec<u8>, t: &Table, version: Version, depth: usize) {
+fn table_to_reply(out: &mut Vec<u8>, t: &Table, version: Version, resp3: bool, depth: usize) {
     let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
     if let Value::String(e) = field("err") {
         return reply::error(out, &one_line(&e.as_bytes()));
@@ -127,8 +127,8 @@ fn table_to_reply(out: &mut Vec<u8>, t: &Table, version: Version, depth: usize) 
         let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().flatten().collect();
         reply::map_len(out, pairs.len(), version);
         for (k, v) in &pairs {
-            lua_to_reply(out, k, version, depth + 1);
-            lua_to_reply(out, v, version, depth + 1);
+            lua_to_reply(out, k, version, resp3, depth + 1);
+            lua_to_reply(out, v, version, resp3, depth + 1);
         }
         return;
     }
@@ -141,7 +141,7 @@ fn table_to_reply(out: &mut Vec<u8>, t: &Table, version: Version, depth: usize) 
             .collect();
         reply::set_len(out, members.len(), version);
         for m in &members {
-            lua_to_reply(out, m, version, depth + 1);
+            lua_to_reply(out, m, version, resp3, depth + 1);
         }
         return;
     }
@@ -155,7 +155,7 @@ fn table_to_reply(out: &mut Vec<u8>, t: &Table, version: Version, depth: usize) 
     }
     reply::array_len(out, items.len());
     for item in &items {
-        lua_to_reply(out, item, version, depth + 1);
+        lua_to_reply(out, item, version, resp3, depth + 1);
     }
 }
 

@@ -83,7 +83,7 @@ fn shebang(body: &[u8]) -> Result<Shebang, String> {
     let mut parts = line.split(' ').filter(|p| !p.is_empty());
     let engine = parts.next().unwrap_or("");
     if engine != "lua" {
-        return Err(format!("ERR Unexpected engine in script shebang: {engine}"));
+        return Err(format!("ERR Unexpected engine in script shebang: #!{engine}"));
     }
     let mut sb = Shebang {
         no_writes: false,
@@ -186,7 +186,7 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
         drop(frame);
         drop(hold);
         match outcome {
-            Outcome::Done(v) => convert::lua_to_reply(ctx.out, &v, ctx.conn.version, 0),
+            Outcome::Done(v, resp3) => convert::result_to_reply(ctx.out, &v, ctx.conn.version, resp3),
             Outcome::Failed(msg) => ctx.err(msg.as_bytes()),
         }
     })

@@ -95,7 +95,9 @@ pub struct Vm {
 
 /// What a script's run came to.
 pub enum Outcome {
-    Done(Value),
+    /// The result, and whether the script had chosen RESP3 (`redis.setresp(3)`): its
+    /// booleans then reach a RESP3 client as booleans.
+    Done(Value, bool),
     /// The error's full message, Redis's form (`ERR user_script:1: ... script: sha, on ...`).
     Failed(String),
 }
@@ -196,7 +198,7 @@ impl Vm {
                 .map_err(|e| error_text(&e))
         });
         match result {
-            Ok((true, v)) => Outcome::Done(v),
+            Ok((true, v)) => Outcome::Done(v, frame.resp3),
             Ok((false, Value::String(msg))) => Outcome::Failed(msg.to_string_lossy()),
             Ok((false, _)) => Outcome::Failed("ERR unknown error".into()),
             Err(msg) => Outcome::Failed(msg),
@@ -248,7 +250,20 @@ G.loadstring = function(s, name)
   return f, e
 end
 
-for _, name in ipairs({"loadfile", "dofile", "load", "getfenv", "setfenv", "module",
+local safe_loadstring = G.loadstring
+local concat = table.concat
+G.load = function(f, name)
+  if type(f) == "string" then return safe_loadstring(f, name) end
+  local parts = {}
+  while true do
+    local piece = f()
+    if piece == nil or piece == "" then break end
+    parts[#parts + 1] = piece
+  end
+  return safe_loadstring(concat(parts), name)
+end
+
+for _, name in ipairs({"loadfile", "dofile", "getfenv", "setfenv", "module",
                        "require", "print", "gcinfo", "newproxy"}) do
   rawset(G, name, nil)
 end
@@ -289,9 +304,7 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
         "error_reply",
         lua.create_function(|lua, msg: Value| match msg {
             Value::String(s) => error_table(lua, &s.as_bytes()),
-            _ => Err(mlua::Error::RuntimeError(
-                "wrong number or type of arguments".into(),
-            )),
+            _ => Err(lib_error("wrong number or type of arguments")),
         })?,
     )?;
     redis.raw_set(
@@ -302,9 +315,7 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
                 t.raw_set("ok", s)?;
                 Ok(t)
             }
-            _ => Err(mlua::Error::RuntimeError(
-                "wrong number or type of arguments".into(),
-            )),
+            _ => Err(lib_error("wrong number or type of arguments")),
         })?,
     )?;
     redis.raw_set(
@@ -315,9 +326,7 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
                 Some(Value::Number(n)) if args.len() == 1 => lua_number(*n).into_bytes(),
                 Some(Value::Integer(n)) if args.len() == 1 => n.to_string().into_bytes(),
                 _ => {
-                    return Err(mlua::Error::RuntimeError(
-                        "wrong number of arguments".into(),
-                    ))
+                    return Err(lib_error("wrong number of arguments"))
                 }
             };
             lua.create_string(super::sha1::hex(&text))
@@ -327,21 +336,17 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
         "log",
         lua.create_function(|_, args: Variadic<Value>| {
             if args.len() < 2 {
-                return Err(mlua::Error::RuntimeError(
-                    "redis.log() requires two arguments or more.".into(),
-                ));
+                return Err(lib_error("redis.log() requires two arguments or more."));
             }
             let level = match args[0] {
                 Value::Number(n) => n as i64,
                 Value::Integer(n) => n as i64,
                 _ => {
-                    return Err(mlua::Error::RuntimeError(
-                        "First argument must be a number (log level).".into(),
-                    ))
+                    return Err(lib_error("First argument must be a number (log level)."))
                 }
             };
             if !(0..=3).contains(&level) {
-                return Err(mlua::Error::RuntimeError("Invalid debug level.".into()));
+                return Err(lib_error("Invalid debug level."));
             }
             let text: Vec<String> = args[1..]
                 .iter()
@@ -370,9 +375,7 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
                 _ => 0,
             };
             if n != 2 && n != 3 {
-                return Err(mlua::Error::RuntimeError(
-                    "RESP version must be 2 or 3.".into(),
-                ));
+                return Err(lib_error("RESP version must be 2 or 3."));
             }
             with_frame(|f| f.resp3 = n == 3);
             Ok(())
@@ -409,6 +412,11 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
         .fold(0, |acc, p| acc * 256 + p);
     redis.raw_set("REDIS_VERSION_NUM", num)?;
     Ok(redis)
+}
+
+/// An error of the `redis` library itself: no script position, as Redis raises them.
+fn lib_error(msg: &str) -> mlua::Error {
+    mlua::Error::external(ScriptError(format!("ERR {msg}")))
 }
 
 /// The error table `redis.error_reply` and failed calls give: `-CODE msg` keeps its code,
@@ -502,6 +510,11 @@ fn argument_number(n: f64) -> String {
 /// The message handler of a script's run: Redis's form of the error, with the script's sha
 /// and the line it stopped at.
 fn error_handler(lua: &Lua, err: Value) -> mlua::Result<String> {
+    let line = (0..64)
+        .map_while(|level| lua.inspect_stack(level))
+        .find(|d| d.source().source.as_deref() == Some("@user_script"))
+        .map(|d| d.curr_line())
+        .unwrap_or(0);
     let msg = match &err {
         Value::Table(t) => match t.raw_get::<Value>("err")? {
             Value::String(s) => s.to_string_lossy(),
@@ -515,16 +528,12 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<String> {
             if is_script_error(e) || text == KILLED {
                 text
             } else {
-                format!("ERR {text}")
+                // A library function's error names the script's line, as luaL_error does.
+                format!("ERR user_script:{line}: {text}")
             }
         }
         _ => "ERR nil".into(),
     };
-    let line = (0..64)
-        .map_while(|level| lua.inspect_stack(level))
-        .find(|d| d.source().source.as_deref() == Some("@user_script"))
-        .map(|d| d.curr_line())
-        .unwrap_or(0);
     let sha = with_frame(|f| f.sha).unwrap_or([b'0'; 40]);
     let sha = std::str::from_utf8(&sha).unwrap_or("");
     Ok(format!("{msg} script: {sha}, on @user_script:{line}."))
