@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn the_cache_is_bounded_and_keeps_loaded_scripts() {
         let s = Scripts::default();
-        let big = vec![b'x'; MAX_CACHE_BYTES / 3];
+        let big = vec![b'x'; MAX_CACHE_BYTES / 4];
         assert!(s.insert([b'a'; 40], &big, true).is_some());
         assert!(s.insert([b'b'; 40], &big, false).is_some());
         assert!(s.insert([b'c'; 40], &big, false).is_some());
