@@ -207,13 +207,32 @@ pub fn call<'s, B: Body>(
             }
         }
     };
-    match body.args().filter(|_| !command.has(flags::NOQUEUE | flags::SCRIPTING)) {
+    match body
+        .args()
+        .filter(|_| !command.has(flags::NOQUEUE | flags::SCRIPTING))
+    {
         Some(args) if command.key_positions(args.len()).nth(1).is_some() => {
             let keys = command.key_positions(args.len()).map(|i| args.get(i));
             let mut locked = store.lock_keys(author, keys);
-            run(shared, conn, out, command, body, Db::Locked(&mut locked), false);
+            run(
+                shared,
+                conn,
+                out,
+                command,
+                body,
+                Db::Locked(&mut locked),
+                false,
+            );
         }
-        _ => run(shared, conn, out, command, body, Db::Shared(store, author), false),
+        _ => run(
+            shared,
+            conn,
+            out,
+            command,
+            body,
+            Db::Shared(store, author),
+            false,
+        ),
     }
     if deferred && !conn.waiting {
         conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
@@ -328,9 +347,7 @@ fn observe<B: Body>(
     nanos: u64,
 ) {
     let took = std::time::Duration::from_nanos(nanos);
-    super::observe_hook::after_call(shared, command, client, took, &|f| {
-        body.for_each_arg(f)
-    });
+    super::observe_hook::after_call(shared, command, client, took, &|f| body.for_each_arg(f));
 }
 
 /// Client tracking: a tracked client's reads are remembered so that a change of the key sends

@@ -74,11 +74,7 @@ pub fn after_call(
 }
 
 /// Shows a command to monitors now, before it runs (EVAL, whose commands follow it).
-pub fn feed_monitors<'a>(
-    shared: &Shared,
-    client: &ClientInfo,
-    args: &mut dyn Iterator<Item = &'a [u8]>,
-) {
+pub fn feed_monitors(shared: &Shared, client: &ClientInfo, args: &mut dyn Iterator<Item = &[u8]>) {
     let observe = &*shared.observe;
     if !observe.monitors.active() {
         return;

@@ -13,7 +13,7 @@ fn tobit(v: &Value) -> mlua::Result<i32> {
             .to_str()
             .ok()
             .and_then(|s| s.trim().parse::<f64>().ok())
-            .ok_or_else(|| bad_argument())?,
+            .ok_or_else(bad_argument)?,
         _ => return Err(bad_argument()),
     };
     Ok(n.round_ties_even() as i64 as i32)
@@ -43,9 +43,8 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set("tobit", unary(|x| x)?)?;
     t.raw_set("bnot", unary(|x| !x)?)?;
     t.raw_set("bswap", unary(i32::swap_bytes)?)?;
-    let variadic = |f: fn(i32, i32) -> i32| {
-        lua.create_function(move |_, args: Variadic<Value>| fold(args, f))
-    };
+    let variadic =
+        |f: fn(i32, i32) -> i32| lua.create_function(move |_, args: Variadic<Value>| fold(args, f));
     t.raw_set("band", variadic(|a, b| a & b)?)?;
     t.raw_set("bor", variadic(|a, b| a | b)?)?;
     t.raw_set("bxor", variadic(|a, b| a ^ b)?)?;

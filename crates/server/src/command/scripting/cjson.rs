@@ -35,7 +35,10 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         "decode",
         lua.create_function(|lua, s: mlua::String| {
             let data = s.as_bytes();
-            let mut p = Parser { data: &data, pos: 0 };
+            let mut p = Parser {
+                data: &data,
+                pos: 0,
+            };
             let v = p.value(lua, 0)?;
             p.ws();
             if p.pos < data.len() {
@@ -55,9 +58,7 @@ fn encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
         Value::Integer(i) => out.extend_from_slice(lua_number(*i as f64).as_bytes()),
         Value::Number(n) => {
             if !n.is_finite() {
-                return Err(error(
-                    "Cannot serialise number: must not be NaN or Inf",
-                ));
+                return Err(error("Cannot serialise number: must not be NaN or Inf"));
             }
             out.extend_from_slice(lua_number(*n).as_bytes())
         }
@@ -82,7 +83,10 @@ fn encode(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
 }
 
 fn table(out: &mut Vec<u8>, t: &Table, depth: usize) -> mlua::Result<()> {
-    let pairs: Vec<(Value, Value)> = t.clone().pairs::<Value, Value>().collect::<Result<_, _>>()?;
+    let pairs: Vec<(Value, Value)> = t
+        .clone()
+        .pairs::<Value, Value>()
+        .collect::<Result<_, _>>()?;
     // An array when every key is a positive integer.
     let mut max = 0usize;
     let mut array = !pairs.is_empty();
@@ -163,7 +167,9 @@ struct Parser<'d> {
 
 impl Parser<'_> {
     fn ws(&mut self) {
-        while self.pos < self.data.len() && matches!(self.data[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
+        while self.pos < self.data.len()
+            && matches!(self.data[self.pos], b' ' | b'\t' | b'\n' | b'\r')
+        {
             self.pos += 1;
         }
     }
@@ -260,7 +266,10 @@ impl Parser<'_> {
             b'-' | b'0'..=b'9' => {
                 let start = self.pos;
                 while self.pos < self.data.len()
-                    && matches!(self.data[self.pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                    && matches!(
+                        self.data[self.pos],
+                        b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+                    )
                 {
                     self.pos += 1;
                 }

@@ -43,7 +43,7 @@ fn pack(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
     match v {
         Value::Nil => out.push(0xc0),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
-        Value::Integer(i) => pack_int(out, *i as i64),
+        Value::Integer(i) => pack_int(out, *i),
         Value::Number(n) => {
             if n.fract() == 0.0 && n.abs() < 9.2e18 {
                 pack_int(out, *n as i64)
@@ -142,19 +142,26 @@ fn truncated() -> mlua::Error {
 }
 
 fn take<'d>(data: &'d [u8], pos: &mut usize, n: usize) -> mlua::Result<&'d [u8]> {
-    let end = pos.checked_add(n).filter(|&e| e <= data.len()).ok_or_else(truncated)?;
+    let end = pos
+        .checked_add(n)
+        .filter(|&e| e <= data.len())
+        .ok_or_else(truncated)?;
     let s = &data[*pos..end];
     *pos = end;
     Ok(s)
 }
 
 fn be(data: &[u8], pos: &mut usize, n: usize) -> mlua::Result<u64> {
-    Ok(take(data, pos, n)?.iter().fold(0u64, |acc, &b| acc << 8 | b as u64))
+    Ok(take(data, pos, n)?
+        .iter()
+        .fold(0u64, |acc, &b| acc << 8 | b as u64))
 }
 
 fn unpack(lua: &Lua, data: &[u8], pos: &mut usize, depth: usize) -> mlua::Result<Value> {
     if depth > 1000 {
-        return Err(mlua::Error::RuntimeError("Bad data format in input.".into()));
+        return Err(mlua::Error::RuntimeError(
+            "Bad data format in input.".into(),
+        ));
     }
     let tag = take(data, pos, 1)?[0];
     let string = |lua: &Lua, pos: &mut usize, n: usize| -> mlua::Result<Value> {
@@ -225,6 +232,10 @@ fn unpack(lua: &Lua, data: &[u8], pos: &mut usize, depth: usize) -> mlua::Result
             map(lua, pos, n)?
         }
         0xe0..=0xff => Value::Number(tag as i8 as f64),
-        _ => return Err(mlua::Error::RuntimeError("Bad data format in input.".into())),
+        _ => {
+            return Err(mlua::Error::RuntimeError(
+                "Bad data format in input.".into(),
+            ))
+        }
     })
 }

@@ -91,7 +91,7 @@ fn lua_to_reply(out: &mut Vec<u8>, v: &Value, version: Version, resp3: bool, dep
         Value::Boolean(b) if resp3 => reply::boolean(out, *b, version),
         Value::Boolean(true) => reply::integer(out, 1),
         Value::Boolean(false) => reply::null(out, version),
-        Value::Integer(i) => reply::integer(out, *i as i64),
+        Value::Integer(i) => reply::integer(out, *i),
         Value::Number(n) => reply::integer(out, number_to_integer(*n)),
         Value::String(s) => reply::bulk(out, &s.as_bytes()),
         Value::Table(t) => table_to_reply(out, t, version, resp3, depth),

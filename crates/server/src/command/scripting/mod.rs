@@ -83,7 +83,9 @@ fn shebang(body: &[u8]) -> Result<Shebang, String> {
     let mut parts = line.split(' ').filter(|p| !p.is_empty());
     let engine = parts.next().unwrap_or("");
     if engine != "lua" {
-        return Err(format!("ERR Unexpected engine in script shebang: #!{engine}"));
+        return Err(format!(
+            "ERR Unexpected engine in script shebang: #!{engine}"
+        ));
     }
     let mut sb = Shebang {
         no_writes: false,
@@ -183,10 +185,11 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
             sha,
         };
         let outcome = vm.run(&f, keys, argv, &mut frame);
-        drop(frame);
         drop(hold);
         match outcome {
-            Outcome::Done(v, resp3) => convert::result_to_reply(ctx.out, &v, ctx.conn.version, resp3),
+            Outcome::Done(v, resp3) => {
+                convert::result_to_reply(ctx.out, &v, ctx.conn.version, resp3)
+            }
             Outcome::Failed(msg) => ctx.err(msg.as_bytes()),
         }
     })

@@ -42,7 +42,10 @@ impl<'f> Format<'f> {
         while self.pos < self.fmt.len() && self.fmt[self.pos].is_ascii_digit() {
             self.pos += 1;
         }
-        std::str::from_utf8(&self.fmt[start..self.pos]).ok()?.parse().ok()
+        std::str::from_utf8(&self.fmt[start..self.pos])
+            .ok()?
+            .parse()
+            .ok()
     }
 
     /// The next item, after the options before it (endianness, alignment).
@@ -132,7 +135,11 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                     }
                     Item::Float => {
                         out.resize(out.len() + f.padding(4, out.len()), 0);
-                        put(&mut out, &(number(args.next())? as f32).to_be_bytes(), f.little)
+                        put(
+                            &mut out,
+                            &(number(args.next())? as f32).to_be_bytes(),
+                            f.little,
+                        )
                     }
                     Item::Double => {
                         out.resize(out.len() + f.padding(8, out.len()), 0);
@@ -169,80 +176,82 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
     )?;
     t.raw_set(
         "unpack",
-        lua.create_function(|lua, (fmt, data, init): (mlua::String, mlua::String, Option<i64>)| {
-            let fmt = fmt.as_bytes();
-            let data = data.as_bytes();
-            let mut f = Format::new(&fmt);
-            let mut pos = (init.unwrap_or(1).max(1) - 1) as usize;
-            let mut values: Vec<Value> = Vec::new();
-            let short = || error("bad argument to 'unpack' (data string too short)");
-            while let Some(item) = f.next()? {
-                match item {
-                    Item::Int { size, signed } => {
-                        pos += f.padding(size, pos);
-                        let bytes = data.get(pos..pos + size).ok_or_else(short)?;
-                        let mut v: u64 = 0;
-                        let ordered: Vec<u8> = if f.little {
-                            bytes.iter().rev().copied().collect()
-                        } else {
-                            bytes.to_vec()
-                        };
-                        for b in ordered {
-                            v = v << 8 | b as u64;
-                        }
-                        let n = if signed && size < 8 && v >> (size * 8 - 1) & 1 == 1 {
-                            (v as i64 - (1i64 << (size * 8))) as f64
-                        } else if signed {
-                            v as i64 as f64
-                        } else {
-                            v as f64
-                        };
-                        values.push(Value::Number(n));
-                        pos += size;
-                    }
-                    Item::Float | Item::Double => {
-                        let size = if matches!(item, Item::Float) { 4 } else { 8 };
-                        pos += f.padding(size, pos);
-                        let bytes = data.get(pos..pos + size).ok_or_else(short)?;
-                        let mut b: Vec<u8> = bytes.to_vec();
-                        if f.little {
-                            b.reverse();
-                        }
-                        let n = if size == 4 {
-                            f32::from_be_bytes([b[0], b[1], b[2], b[3]]) as f64
-                        } else {
-                            f64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
-                        };
-                        values.push(Value::Number(n));
-                        pos += size;
-                    }
-                    Item::Zstring => {
-                        let rest = data.get(pos..).ok_or_else(short)?;
-                        let end = rest.iter().position(|&b| b == 0).ok_or_else(|| {
-                            error("bad argument to 'unpack' (unfinished string in data)")
-                        })?;
-                        values.push(Value::String(lua.create_string(&rest[..end])?));
-                        pos += end + 1;
-                    }
-                    Item::Chars(n) => {
-                        let n = if n == 0 {
-                            match values.pop() {
-                                Some(Value::Number(len)) if len >= 0.0 => len as usize,
-                                _ => return Err(error("format 'c0' needs a previous size")),
+        lua.create_function(
+            |lua, (fmt, data, init): (mlua::String, mlua::String, Option<i64>)| {
+                let fmt = fmt.as_bytes();
+                let data = data.as_bytes();
+                let mut f = Format::new(&fmt);
+                let mut pos = (init.unwrap_or(1).max(1) - 1) as usize;
+                let mut values: Vec<Value> = Vec::new();
+                let short = || error("bad argument to 'unpack' (data string too short)");
+                while let Some(item) = f.next()? {
+                    match item {
+                        Item::Int { size, signed } => {
+                            pos += f.padding(size, pos);
+                            let bytes = data.get(pos..pos + size).ok_or_else(short)?;
+                            let mut v: u64 = 0;
+                            let ordered: Vec<u8> = if f.little {
+                                bytes.iter().rev().copied().collect()
+                            } else {
+                                bytes.to_vec()
+                            };
+                            for b in ordered {
+                                v = v << 8 | b as u64;
                             }
-                        } else {
-                            n
-                        };
-                        let bytes = data.get(pos..pos.saturating_add(n)).ok_or_else(short)?;
-                        values.push(Value::String(lua.create_string(bytes)?));
-                        pos += n;
+                            let n = if signed && size < 8 && v >> (size * 8 - 1) & 1 == 1 {
+                                (v as i64 - (1i64 << (size * 8))) as f64
+                            } else if signed {
+                                v as i64 as f64
+                            } else {
+                                v as f64
+                            };
+                            values.push(Value::Number(n));
+                            pos += size;
+                        }
+                        Item::Float | Item::Double => {
+                            let size = if matches!(item, Item::Float) { 4 } else { 8 };
+                            pos += f.padding(size, pos);
+                            let bytes = data.get(pos..pos + size).ok_or_else(short)?;
+                            let mut b: Vec<u8> = bytes.to_vec();
+                            if f.little {
+                                b.reverse();
+                            }
+                            let n = if size == 4 {
+                                f32::from_be_bytes([b[0], b[1], b[2], b[3]]) as f64
+                            } else {
+                                f64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+                            };
+                            values.push(Value::Number(n));
+                            pos += size;
+                        }
+                        Item::Zstring => {
+                            let rest = data.get(pos..).ok_or_else(short)?;
+                            let end = rest.iter().position(|&b| b == 0).ok_or_else(|| {
+                                error("bad argument to 'unpack' (unfinished string in data)")
+                            })?;
+                            values.push(Value::String(lua.create_string(&rest[..end])?));
+                            pos += end + 1;
+                        }
+                        Item::Chars(n) => {
+                            let n = if n == 0 {
+                                match values.pop() {
+                                    Some(Value::Number(len)) if len >= 0.0 => len as usize,
+                                    _ => return Err(error("format 'c0' needs a previous size")),
+                                }
+                            } else {
+                                n
+                            };
+                            let bytes = data.get(pos..pos.saturating_add(n)).ok_or_else(short)?;
+                            values.push(Value::String(lua.create_string(bytes)?));
+                            pos += n;
+                        }
+                        Item::Pad => pos += 1,
                     }
-                    Item::Pad => pos += 1,
                 }
-            }
-            values.push(Value::Number((pos + 1) as f64));
-            Ok(Variadic::from_iter(values))
-        })?,
+                values.push(Value::Number((pos + 1) as f64));
+                Ok(Variadic::from_iter(values))
+            },
+        )?,
     )?;
     t.raw_set(
         "size",

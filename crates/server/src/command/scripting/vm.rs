@@ -150,7 +150,12 @@ impl Vm {
 
     /// The compiled function of a script, compiling it the first time (the error is Lua's
     /// message, `user_script:1: ...`).
-    pub fn function(&mut self, epoch: u64, sha: &[u8; 40], body: &[u8]) -> Result<Function, String> {
+    pub fn function(
+        &mut self,
+        epoch: u64,
+        sha: &[u8; 40],
+        body: &[u8],
+    ) -> Result<Function, String> {
         if self.epoch != epoch || self.functions.len() >= MAX_FUNCTIONS {
             self.epoch = epoch;
             self.functions.clear();
@@ -325,9 +330,7 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
                 Some(Value::String(s)) if args.len() == 1 => s.as_bytes().to_vec(),
                 Some(Value::Number(n)) if args.len() == 1 => lua_number(*n).into_bytes(),
                 Some(Value::Integer(n)) if args.len() == 1 => n.to_string().into_bytes(),
-                _ => {
-                    return Err(lib_error("wrong number of arguments"))
-                }
+                _ => return Err(lib_error("wrong number of arguments")),
             };
             lua.create_string(super::sha1::hex(&text))
         })?,
@@ -340,10 +343,8 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
             }
             let level = match args[0] {
                 Value::Number(n) => n as i64,
-                Value::Integer(n) => n as i64,
-                _ => {
-                    return Err(lib_error("First argument must be a number (log level)."))
-                }
+                Value::Integer(n) => n,
+                _ => return Err(lib_error("First argument must be a number (log level).")),
             };
             if !(0..=3).contains(&level) {
                 return Err(lib_error("Invalid debug level."));
@@ -371,7 +372,7 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
         lua.create_function(|_, v: Value| {
             let n = match v {
                 Value::Number(n) => n as i64,
-                Value::Integer(n) => n as i64,
+                Value::Integer(n) => n,
                 _ => 0,
             };
             if n != 2 && n != 3 {
@@ -382,13 +383,22 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     // Effects replication is the only mode since Redis 7: these remain for old scripts.
-    redis.raw_set("set_repl", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
+    )?;
     redis.raw_set(
         "replicate_commands",
         lua.create_function(|_, _: Variadic<Value>| Ok(true))?,
     )?;
-    redis.raw_set("breakpoint", lua.create_function(|_, _: Variadic<Value>| Ok(false))?)?;
-    redis.raw_set("debug", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
+    redis.raw_set(
+        "breakpoint",
+        lua.create_function(|_, _: Variadic<Value>| Ok(false))?,
+    )?;
+    redis.raw_set(
+        "debug",
+        lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
+    )?;
     for (name, value) in [
         ("LOG_DEBUG", 0),
         ("LOG_VERBOSE", 1),
@@ -484,7 +494,10 @@ pub fn lua_number(n: f64) -> String {
         let decimals = (13 - exp).max(0) as usize;
         let fixed = format!("{:.*}", decimals, n);
         let fixed = if fixed.contains('.') {
-            fixed.trim_end_matches('0').trim_end_matches('.').to_string()
+            fixed
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string()
         } else {
             fixed
         };
@@ -495,7 +508,11 @@ pub fn lua_number(n: f64) -> String {
     } else {
         mantissa
     };
-    format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    format!(
+        "{mantissa}e{}{:02}",
+        if exp < 0 { '-' } else { '+' },
+        exp.abs()
+    )
 }
 
 /// A number passed to `redis.call`: an integer as one, else its shortest exact form.
@@ -602,7 +619,14 @@ fn redis_call(lua: &Lua, raise: bool, args: Variadic<Value>) -> mlua::Result<Val
         };
         let mut out = Vec::new();
         let caller = Caller::Script(frame.locked.as_deref_mut());
-        call(frame.shared, frame.conn, &mut out, command, &mut Resp(args), caller);
+        call(
+            frame.shared,
+            frame.conn,
+            &mut out,
+            command,
+            &mut Resp(args),
+            caller,
+        );
         frame.conn.version = saved;
         Ok((out, frame.resp3))
     });
