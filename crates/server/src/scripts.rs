@@ -20,8 +20,10 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::clients::ClientInfo;
 use crate::protocol::Protocol;
 
-/// Gates: one per slot; threads take the slot of their thread number modulo this.
-const GATES: usize = 64;
+/// The most gates: threads take the gate of their thread number modulo the count. A script
+/// takes them all, so fewer is cheaper for scripts; threads sharing a gate only share a read
+/// lock's cache line.
+const MAX_GATES: usize = 64;
 
 /// The most bytes of script bodies the cache keeps. Past it, scripts that came with EVAL (not
 /// SCRIPT LOAD) are forgotten first, as Redis 7.4 does; they are compiled again when sent again.
@@ -65,9 +67,18 @@ pub struct Scripts {
 
 impl Default for Scripts {
     fn default() -> Self {
+        Scripts::new(MAX_GATES)
+    }
+}
+
+impl Scripts {
+    /// With about one gate per thread that runs commands (`threads`, rounded up to a power of
+    /// two, at most 64).
+    pub fn new(threads: usize) -> Scripts {
+        let gates = threads.max(1).next_power_of_two().min(MAX_GATES);
         Scripts {
             cache: Mutex::default(),
-            gates: (0..GATES).map(|_| RwLock::new(())).collect(),
+            gates: (0..gates).map(|_| RwLock::new(())).collect(),
             running: Mutex::new(None),
             epoch: AtomicU64::new(0),
             lua_client: Arc::new(ClientInfo::new(
@@ -98,12 +109,13 @@ impl Drop for Exclusive<'_> {
     }
 }
 
-fn slot() -> usize {
+/// This thread's number, from which its gate is chosen.
+fn thread_number() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static SLOT: usize = NEXT.fetch_add(1, Relaxed) % GATES;
+        static NUMBER: usize = NEXT.fetch_add(1, Relaxed);
     }
-    SLOT.with(|s| *s)
+    NUMBER.with(|s| *s)
 }
 
 impl Scripts {
@@ -111,7 +123,7 @@ impl Scripts {
     /// no later than `threshold` after it started (then None: the caller replies -BUSY).
     #[inline]
     pub fn enter(&self, threshold: Duration) -> Option<Pass<'_>> {
-        let gate = &self.gates[slot()];
+        let gate = &self.gates[thread_number() % self.gates.len()];
         if let Some(pass) = gate.try_read() {
             return Some(pass);
         }

@@ -67,6 +67,8 @@ impl Shared {
                 None
             }
         };
+        // About one gate per thread that runs commands: event loops, dispatch workers.
+        let scripts = crate::scripts::Scripts::new(config.threads.max(config.workers) + 1);
         let shared = Arc::new(Shared {
             pubsub: crate::pubsub::PubSub::default(),
             sql,
@@ -81,7 +83,7 @@ impl Shared {
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
             observe: Arc::default(),
-            scripts: crate::scripts::Scripts::default(),
+            scripts,
         });
         // The store's expiry rounds and evictions, timed for LATENCY.
         shared

@@ -222,7 +222,9 @@ mod tests {
     /// find the same keys, for every command and a range of argument counts.
     #[test]
     fn key_specs_agree_with_the_table() {
-        for c in COMMANDS {
+        // A script's keys follow its numkeys argument, which the table cannot express (and a
+        // script locks nothing by key: `crate::scripts`).
+        for c in COMMANDS.iter().filter(|c| !c.has(flags::SCRIPTING)) {
             let spec = spec(c.name).expect("metadata");
             let min = c.arity.unsigned_abs() as usize;
             let max = if c.arity < 0 { min + 5 } else { min };

@@ -190,40 +190,40 @@ pub static SPECS: &[Spec] = &[
         subcommands: &[],
     },
     Spec {
-        name: "eval", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
-        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
-        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
-        key_specs: &[],
+        name: "eval", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE", flags: &["RW", "access", "update"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
         group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.",
         doc_flags: &[], deprecated_since: "", replaced_by: "",
         history: &[],
         subcommands: &[],
     },
     Spec {
-        name: "evalsha", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
-        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
-        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
-        key_specs: &[],
+        name: "evalsha", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "update"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
         group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.",
         doc_flags: &[], deprecated_since: "", replaced_by: "",
         history: &[],
         subcommands: &[],
     },
     Spec {
-        name: "eval_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
-        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
-        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
-        key_specs: &[],
+        name: "eval_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS", flags: &["RO", "access"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
         group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.",
         doc_flags: &[], deprecated_since: "", replaced_by: "",
         history: &[],
         subcommands: &[],
     },
     Spec {
-        name: "evalsha_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], acl: &["@slow", "@scripting"], tips: &[],
-        // Redis finds the keys by the numkeys argument (keynum); the table cannot say that, so
-        // COMMAND GETKEYS finds none (the script locks nothing by key: `crate::scripts`).
-        key_specs: &[],
+        name: "evalsha_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "", flags: &["RO", "access"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
         group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.",
         doc_flags: &[], deprecated_since: "", replaced_by: "",
         history: &[],

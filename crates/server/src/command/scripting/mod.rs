@@ -52,13 +52,35 @@ pub fn evalsha_ro(ctx: &mut Ctx<'_, '_>) {
 /// Whether a script may not run `command` (Redis's `noscript` flag, per subcommand for a
 /// container; commands answered from another thread cannot run inside a script either).
 pub fn refused_in_scripts(command: &Command, args: &Args<'_>) -> bool {
-    if command.has(flags::DEFERRED | flags::SCRIPTING) {
-        return true;
+    // What each entry of the table is: allowed, refused, or up to its subcommand; worked out
+    // once, so a script's call costs an index.
+    const ALLOWED: u8 = 0;
+    const REFUSED: u8 = 1;
+    static KINDS: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let kinds = KINDS.get_or_init(|| {
+        super::COMMANDS
+            .iter()
+            .map(|c| match spec::spec(c.name) {
+                _ if c.has(flags::DEFERRED | flags::SCRIPTING) => REFUSED,
+                None => ALLOWED,
+                Some(s) if !s.subcommands.is_empty() => 2,
+                Some(s) if s.flags.contains(&"noscript") => REFUSED,
+                Some(_) => ALLOWED,
+            })
+            .collect()
+    });
+    let index = (command as *const Command as usize)
+        .wrapping_sub(super::COMMANDS.as_ptr() as usize)
+        / std::mem::size_of::<Command>().max(1);
+    match kinds.get(index) {
+        Some(&ALLOWED) => return false,
+        Some(&REFUSED) => return true,
+        _ => {}
     }
     let Some(spec) = spec::spec(command.name) else {
         return false;
     };
-    if spec.subcommands.is_empty() || args.len() < 2 {
+    if args.len() < 2 {
         return spec.flags.contains(&"noscript");
     }
     let sub = String::from_utf8_lossy(args.get(1)).to_ascii_lowercase();
