@@ -3,9 +3,9 @@ cache (Illuminate\\Cache\\Repository over RedisStore, phpredis connector), Symfo
 and RedisTagAwareAdapter, PHP sessions with phpredis's session locking, and redis-py's Lock.
 
 Each scenario is one PHP process (tests/php/*.php) printing one JSON object of its steps; the
-test checks every step. All of them pass against real Redis (CAIRN_TARGET=redis). On cairn, the
-scenarios that need commands of other parts of issue 17 (EVAL: lua branch; SADD/SMEMBERS/SSCAN:
-collections branch) are strict xfails naming those commands, to be removed when they land.
+test checks every step. All of them pass against real Redis (CAIRN_TARGET=redis) and cairn: they
+need Lua scripting (EVAL/EVALSHA for `add`, lock release, session locks, tag invalidation) and
+sets (tag sets).
 
 scripts/setup.sh installs php-cli php-redis php-symfony-cache php-laravel-framework.
 """
@@ -20,20 +20,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from conftest import HOST, TARGET
+from conftest import HOST
 
 pytestmark = pytest.mark.redis_only
 
 PHP_DIR = Path(__file__).resolve().parent / "php"
-
-
-def needs_other_branches(commands):
-    """A strict xfail on cairn only, until the collections/lua branches of issue 17 merge."""
-    return pytest.mark.xfail(
-        TARGET == "cairn",
-        reason=f"needs {commands} (issue 17: collections/lua branches)",
-        strict=True,
-    )
 
 
 def _php(include=None):
@@ -72,7 +63,6 @@ def tag_friendly_server(server_factory):
 
 # --- Laravel ------------------------------------------------------------------------------
 
-@needs_other_branches("EVAL (add, lock release), SADD SMEMBERS (tags)")
 def test_laravel_cache(server, r):
     php = _php("Illuminate/Cache/autoload.php")
     out, _ = run_php(php, "laravel_cache.php", server.port)
@@ -104,7 +94,6 @@ def test_symfony_redis_adapter(tag_friendly_server):
     assert out["log"] == []
 
 
-@needs_other_branches("SADD (tag sets), EVAL with SSCAN (invalidateTags)")
 def test_symfony_tag_aware_adapter(tag_friendly_server):
     php = _php("Symfony/Component/Cache/autoload.php")
     out, _ = run_php(php, "symfony_cache.php", tag_friendly_server.port, "tagged")
@@ -128,7 +117,6 @@ def test_symfony_tag_aware_adapter_refuses_an_allkeys_policy(server_factory):
 
 # --- PHP sessions with locking -------------------------------------------------------------
 
-@needs_other_branches("EVAL (phpredis releases its session lock with a script)")
 def test_php_session_locking(server, r):
     php = _php()
     ini = [
@@ -166,7 +154,6 @@ def test_php_session_locking(server, r):
 
 # --- redis-py Lock ------------------------------------------------------------------------
 
-@needs_other_branches("EVALSHA/EVAL (redis-py's Lock scripts)")
 def test_redis_py_lock(r):
     lock = r.lock("resource", timeout=10)
     assert lock.acquire(blocking=False) is True

@@ -12,6 +12,7 @@ pub mod protocol;
 pub mod pubsub;
 #[cfg(test)]
 mod resp_cases;
+pub mod scripts;
 pub mod session;
 pub mod shared;
 pub mod snapshot;

@@ -35,6 +35,8 @@ pub struct Shared {
     pub blocking: Arc<crate::blocking::Blocking>,
     /// Snapshots: saving, loading, INFO persistence.
     pub persistence: Arc<crate::snapshot::Persistence>,
+    /// Lua scripting's cache, running script and gates.
+    pub scripts: crate::scripts::Scripts,
 }
 
 impl Shared {
@@ -70,6 +72,8 @@ impl Shared {
             }
         };
         let persistence = crate::snapshot::Persistence::new(store.clone(), sql.clone());
+        // About one gate per thread that runs commands: event loops, dispatch workers.
+        let scripts = crate::scripts::Scripts::new(config.threads.max(config.workers) + 1);
         let shared = Arc::new(Shared {
             persistence,
             pubsub: crate::pubsub::PubSub::default(),
@@ -86,6 +90,7 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             observe: Arc::default(),
             blocking: Arc::default(),
+            scripts,
         });
         // The store's expiry rounds and evictions, timed for LATENCY.
         shared

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["protocol", "config", "stats", "keyspace", "sql_changes"],
     &["clients", "snapshot"],
-    &["pubsub", "observe", "blocking"],
+    &["pubsub", "observe", "blocking", "scripts"],
     &["tracking"],
     &["shared"],
     &["command"],

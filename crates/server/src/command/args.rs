@@ -24,6 +24,13 @@ impl<'a> Args<'a> {
     pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
         self.ranges.iter().map(|r| &self.buf[r.clone()])
     }
+    /// The arguments in `range` (a script's KEYS and ARGV).
+    pub fn slice(&self, range: Range<usize>) -> Args<'a> {
+        Args {
+            buf: self.buf,
+            ranges: &self.ranges[range],
+        }
+    }
     /// Arguments from `from` on.
     pub fn tail(&self, from: usize) -> impl Iterator<Item = &'a [u8]> + '_ {
         self.ranges[from.min(self.ranges.len())..]

@@ -103,6 +103,11 @@ pub enum Caller<'l, 's> {
     /// checked when it was queued; it is not queued again and does not become the client's
     /// last command (CLIENT LIST shows `exec`, as Redis does).
     Exec(&'l mut Locked<'s>),
+    /// A command a Lua script runs (`redis.call`), checked by the script's library (arity,
+    /// `noscript`, writes in a read-only script). It runs against EXEC's locked keyspace when
+    /// the script runs inside a transaction, else on the shared keyspace, which the script
+    /// has to itself (it holds every gate, `crate::scripts`). MONITOR shows it as `lua`'s.
+    Script(Option<&'l mut Locked<'s>>),
 }
 
 /// Runs one RESP request of a client: looks its command up, then `call`s it. An unknown
@@ -142,8 +147,18 @@ pub fn call<'s, B: Body>(
     body: &mut B,
     caller: Caller<'_, 's>,
 ) {
-    if let Caller::Exec(locked) = caller {
-        return run(shared, conn, out, command, body, Db::Locked(locked));
+    match caller {
+        Caller::Exec(locked) => {
+            return run(shared, conn, out, command, body, Db::Locked(locked), false)
+        }
+        Caller::Script(Some(locked)) => {
+            return run(shared, conn, out, command, body, Db::Locked(locked), true)
+        }
+        Caller::Script(None) => {
+            let db = Db::Shared(&shared.store, conn.author());
+            return run(shared, conn, out, command, body, db, true);
+        }
+        Caller::Client => {}
     }
     if let Some(msg) = check(shared, conn, command, body) {
         stats::record_rejected(command);
@@ -174,18 +189,63 @@ pub fn call<'s, B: Body>(
     }
     let store = &*shared.store;
     let author = conn.author();
-    match body.args().filter(|_| !command.has(flags::NOQUEUE)) {
+    // A script holds every gate while it runs: a command waits for it, but not past
+    // busy-reply-threshold (then -BUSY). Scripts (which take the gates themselves) and
+    // commands allowed during a busy script pass by.
+    let _pass = if command.has(flags::SCRIPTING | flags::ALLOW_BUSY) {
+        None
+    } else {
+        let ms = shared.settings.busy_reply_threshold.load(Relaxed);
+        match shared.scripts.enter(std::time::Duration::from_millis(ms)) {
+            Some(pass) => Some(pass),
+            None => {
+                if deferred {
+                    conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
+                }
+                stats::record_rejected(command);
+                return refuse::<B>(conn, out, crate::scripts::BUSY);
+            }
+        }
+    };
+    match body
+        .args()
+        .filter(|_| !command.has(flags::NOQUEUE | flags::SCRIPTING))
+    {
         Some(args) if command.has(flags::MOVABLE) => {
             let keys = movable_keys(command, args);
             let mut locked = store.lock_keys(author, keys.iter().map(|&i| args.get(i)));
-            run(shared, conn, out, command, body, Db::Locked(&mut locked));
+            run(
+                shared,
+                conn,
+                out,
+                command,
+                body,
+                Db::Locked(&mut locked),
+                false,
+            );
         }
         Some(args) if command.key_positions(args.len()).nth(1).is_some() => {
             let keys = command.key_positions(args.len()).map(|i| args.get(i));
             let mut locked = store.lock_keys(author, keys);
-            run(shared, conn, out, command, body, Db::Locked(&mut locked));
+            run(
+                shared,
+                conn,
+                out,
+                command,
+                body,
+                Db::Locked(&mut locked),
+                false,
+            );
         }
-        _ => run(shared, conn, out, command, body, Db::Shared(store, author)),
+        _ => run(
+            shared,
+            conn,
+            out,
+            command,
+            body,
+            Db::Shared(store, author),
+            false,
+        ),
     }
     if deferred && !conn.waiting {
         conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
@@ -286,6 +346,7 @@ fn run<'s, B: Body>(
     command: &'static Command,
     body: &mut B,
     db: Db<'_, 's>,
+    by_script: bool,
 ) {
     let started = Instant::now();
     // Remembered before the read runs: a write racing the read then still invalidates (at worst
@@ -299,7 +360,12 @@ fn run<'s, B: Body>(
     body.run(command, db, shared, conn, out);
     let nanos = started.elapsed().as_nanos() as u64;
     count(command, nanos, B::error_in(&out[before..]));
-    observe(shared, conn, command, body, nanos);
+    let client = if by_script {
+        &shared.scripts.lua_client
+    } else {
+        &conn.client
+    };
+    observe(shared, client, command, body, nanos);
 }
 
 /// Counts a command that ran (INFO commandstats / errorstats) from the error its reply
@@ -323,11 +389,15 @@ fn count(command: &'static Command, nanos: u64, error: Option<&[u8]>) {
 /// every command here, after it ran, whatever its protocol or caller; `body.for_each_arg`
 /// gives its arguments as the command it maps onto (called only when a view wants them).
 #[inline]
-fn observe<B: Body>(shared: &Shared, conn: &Conn, command: &'static Command, body: &B, nanos: u64) {
+fn observe<B: Body>(
+    shared: &Shared,
+    client: &crate::clients::ClientInfo,
+    command: &'static Command,
+    body: &B,
+    nanos: u64,
+) {
     let took = std::time::Duration::from_nanos(nanos);
-    super::observe_hook::after_call(shared, command, &conn.client, took, &|f| {
-        body.for_each_arg(f)
-    });
+    super::observe_hook::after_call(shared, command, client, took, &|f| body.for_each_arg(f));
 }
 
 /// Client tracking: a tracked client's reads are remembered so that a change of the key sends

@@ -22,6 +22,7 @@ pub(crate) mod observe_hook;
 pub mod persist_cmd;
 mod pubsub;
 mod reset;
+mod scripting;
 mod server;
 mod sets;
 mod spec;
@@ -70,6 +71,11 @@ pub mod flags {
     /// Its keys are found by its key specs from the arguments (a key count: SINTERCARD,
     /// ZUNIONSTORE...), not by the table's fixed positions (Redis's `movablekeys`).
     pub const MOVABLE: u16 = 1 << 10;
+    /// Runs a Lua script (EVAL...): it makes itself atomic (`crate::scripts`), so the
+    /// command path neither locks its keys nor gates it, and no script may run it.
+    pub const SCRIPTING: u16 = 1 << 11;
+    /// Runs while a script is busy (Redis's `allow-busy`): it never waits on a script.
+    pub const ALLOW_BUSY: u16 = 1 << 12;
 }
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";

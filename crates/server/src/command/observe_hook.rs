@@ -55,7 +55,11 @@ pub fn after_call(
     let mut owned: Vec<Vec<u8>> = Vec::new();
     args(&mut |arg| owned.push(arg.to_vec()));
     let shown = || owned.iter().map(Vec::as_slice);
-    if watched && !hidden(command, owned.get(1).map(Vec::as_slice)) {
+    // A script shows itself before the commands it runs (`feed_monitors`), as in Redis.
+    if watched
+        && !command.has(flags::SCRIPTING)
+        && !hidden(command, owned.get(1).map(Vec::as_slice))
+    {
         observe.monitors.feed(
             &shared.settings.output_limits.read(),
             &shared.stats.client_output_limit_disconnections,
@@ -67,6 +71,21 @@ pub fn after_call(
         return;
     }
     record(observe, &shared.settings, command, client, took, shown);
+}
+
+/// Shows a command to monitors now, before it runs (EVAL, whose commands follow it).
+pub fn feed_monitors(shared: &Shared, client: &ClientInfo, args: &mut dyn Iterator<Item = &[u8]>) {
+    let observe = &*shared.observe;
+    if !observe.monitors.active() {
+        return;
+    }
+    let args: Vec<&[u8]> = args.collect();
+    observe.monitors.feed(
+        &shared.settings.output_limits.read(),
+        &shared.stats.client_output_limit_disconnections,
+        client,
+        &args,
+    );
 }
 
 /// The latency event a command's duration is sampled under (Redis splits them by FAST).

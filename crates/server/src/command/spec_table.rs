@@ -230,6 +230,60 @@ pub static SPECS: &[Spec] = &[
         subcommands: &[],
     },
     Spec {
+        name: "eval", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE", flags: &["RW", "access", "update"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "evalsha", flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "update"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "scripting", since: "2.6.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "eval_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS", flags: &["RO", "access"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "evalsha_ro", flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"], acl: &["@slow", "@scripting"], tips: &[],
+        // The keys follow numkeys (Redis's keynum spec); the table's key positions cannot say
+        // that, and a script locks nothing by key anyway (`crate::scripts`).
+        key_specs: &[KeySpec { notes: "", flags: &["RO", "access"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "scripting", since: "7.0.0", complexity: "Depends on the script that is executed.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "script", flags: &[], acl: &["@slow"], tips: &[],
+        key_specs: &[],
+        group: "scripting", since: "2.6.0", complexity: "Depends on subcommand.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[
+        Sub { name: "script|flush", arity: -2, flags: &["noscript"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_nodes", "response_policy:all_succeeded"], summary: "Remove all the scripts from the script cache.", since: "2.6.0", complexity: "O(N) with N being the number of scripts in cache" },
+        Sub { name: "script|help", arity: 2, flags: &["loading", "stale"], acl: &["@slow", "@scripting"], tips: &[], summary: "Show helpful text about the different subcommands", since: "5.0.0", complexity: "O(1)" },
+        Sub { name: "script|exists", arity: -3, flags: &["noscript"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_shards", "response_policy:agg_logical_and"], summary: "Check existence of scripts in the script cache.", since: "2.6.0", complexity: "O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation)." },
+        Sub { name: "script|kill", arity: 2, flags: &["noscript", "allow_busy"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_shards", "response_policy:one_succeeded"], summary: "Kill the script currently in execution.", since: "2.6.0", complexity: "O(1)" },
+        Sub { name: "script|load", arity: 3, flags: &["noscript", "stale"], acl: &["@slow", "@scripting"], tips: &["request_policy:all_nodes", "response_policy:all_succeeded"], summary: "Load the specified Lua script into the script cache.", since: "2.6.0", complexity: "O(N) with N being the length in bytes of the script body." },
+    ],
+    },
+    Spec {
         name: "flushall", flags: &["write"], acl: &["@keyspace", "@write", "@slow", "@dangerous"], tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
         key_specs: &[],
         group: "server", since: "1.0.0", complexity: "O(N) where N is the total number of keys in all databases",

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use super::flags::*;
 use super::{
     blocking_cmd, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
-    reset, server, sets, sql, strings, tags, txn, zrange, zsets, Handler,
+    reset, scripting, server, sets, sql, strings, tags, txn, zrange, zsets, Handler,
 };
 
 pub struct Command {
@@ -119,6 +119,12 @@ pub static COMMANDS: &[Command] = &[
     cmd("watch", -2, FAST | NOQUEUE | NOMULTI, ALL, txn::watch, "Aborts the next EXEC if these keys change."),
     // Queued inside MULTI, as in Redis (it then runs, harmlessly, as part of EXEC).
     cmd("unwatch", 1, FAST, NONE, txn::unwatch, "Forgets all watched keys."),
+    // Lua scripting (`scripting`): atomic by themselves, see `flags::SCRIPTING`.
+    cmd("eval", -3, SCRIPTING, NONE, scripting::eval, "Executes a server-side Lua script."),
+    cmd("evalsha", -3, SCRIPTING, NONE, scripting::evalsha, "Executes a cached server-side Lua script by its SHA1 digest."),
+    cmd("eval_ro", -3, SCRIPTING | READONLY, NONE, scripting::eval_ro, "Executes a read-only server-side Lua script."),
+    cmd("evalsha_ro", -3, SCRIPTING | READONLY, NONE, scripting::evalsha_ro, "Executes a cached read-only server-side Lua script by its SHA1 digest."),
+    cmd("script", -2, ALLOW_BUSY, NONE, scripting::script, "SCRIPT LOAD / EXISTS / FLUSH / KILL: the Lua script cache."),
     // Strings.
     cmd("get", 2, RF, ONE, strings::get, "Returns the value of a key."),
     cmd("set", -3, W, ONE, strings::set, "Sets the value of a key, with expiry and conditions."),

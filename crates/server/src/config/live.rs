@@ -37,6 +37,8 @@ pub struct Settings {
     pub latency_monitor_threshold: AtomicU64,
     /// The snapshot settings (dir, dbfilename, save rules...), read when a save starts.
     pub persist: RwLock<super::PersistConfig>,
+    /// Milliseconds a script runs before others get -BUSY (`crate::scripts`).
+    pub busy_reply_threshold: AtomicU64,
     /// Serialises CONFIG SET and CONFIG REWRITE, so a snapshot they take stays true while
     /// they work on it.
     changing: Mutex<()>,
@@ -82,6 +84,7 @@ impl Settings {
             slowlog_max_len: AtomicU64::new(config.slowlog_max_len),
             latency_monitor_threshold: AtomicU64::new(config.latency_monitor_threshold),
             persist: RwLock::new(config.persist.clone()),
+            busy_reply_threshold: AtomicU64::new(config.busy_reply_threshold),
             changing: Mutex::new(()),
         };
         settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));

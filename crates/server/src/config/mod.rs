@@ -95,6 +95,9 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Milliseconds (LATENCY); 0 = off.
     pub latency_monitor_threshold: u64,
+    /// Milliseconds a Lua script runs before other clients get -BUSY and SCRIPT KILL may
+    /// stop it (Redis's busy-reply-threshold, formerly lua-time-limit).
+    pub busy_reply_threshold: u64,
     /// Snapshots (`dir`, `dbfilename`, `save`, ...).
     pub persist: PersistConfig,
 }
@@ -221,6 +224,7 @@ impl Config {
                 rdb_key_save_delay: 0,
                 key_load_delay: 0,
             },
+            busy_reply_threshold: 0,
         }
     }
 

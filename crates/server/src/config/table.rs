@@ -525,6 +525,23 @@ pub static SETTINGS: &[Setting] = &[
     ),
     mutable(
         fixed(
+            "busy-reply-threshold",
+            "MILLIS",
+            "Milliseconds a Lua script may run before other clients get -BUSY and SCRIPT KILL \
+             may stop it (Redis's name; formerly lua-time-limit).",
+            DefaultValue::Text("5000"),
+            Kind::Int,
+            |c, v| {
+                c.busy_reply_threshold = parse_int_in(v, 0, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.busy_reply_threshold.to_string(),
+        ),
+        |s, c| c.busy_reply_threshold = s.busy_reply_threshold.load(Relaxed),
+        |s, c| s.busy_reply_threshold.store(c.busy_reply_threshold, Relaxed),
+    ),
+    mutable(
+        fixed(
             "slowlog-max-len",
             "N",
             "Entries the SLOWLOG keeps; the oldest go first.",

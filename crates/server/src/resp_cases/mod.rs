@@ -12,6 +12,8 @@ mod introspect;
 #[rustfmt::skip]
 mod keys;
 #[rustfmt::skip]
+mod scripting;
+#[rustfmt::skip]
 mod server;
 #[rustfmt::skip]
 mod sql;

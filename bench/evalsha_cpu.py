@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Server CPU per EVALSHA of a small script, cairn against redis-server (issue 17).
+
+    .venv/bin/python bench/evalsha_cpu.py [--cairn target/release/cairn-server] [--requests 200000]
+
+Each server runs alone on a free port; a raw pipelined client sends `--requests` EVALSHA of
+the lock-release script frameworks use (GET, compare, DEL: one read, sometimes a write) in
+batches of `--pipeline`, and the figure is the server's own CPU time (its threads' run time from
+/proc/<pid>/task/*/schedstat) per request, which depends little on the client's speed. Rounds
+alternate between the servers; the medians and the ratio cairn / redis are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+SCRIPT = ('if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) '
+          'else return 0 end')
+
+
+def cpu_ns(pid):
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def command(*args):
+    out = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def start(kind, binary, port):
+    if kind == "redis":
+        argv = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"]
+    else:
+        argv = [binary, "--port", str(port), "--memcache-port", str(free_port()), "--threads", "1"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            return proc, socket.create_connection(("127.0.0.1", port))
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"{kind} did not start")
+
+
+def read_replies(sock, n):
+    """Reads n one-line replies (integers, status, errors)."""
+    buf = b""
+    got = 0
+    while got < n:
+        data = sock.recv(1 << 20)
+        if not data:
+            raise RuntimeError("closed")
+        buf += data
+        got += buf.count(b"\r\n")
+        buf = b""
+    return got
+
+
+def measure(kind, binary, requests, pipeline):
+    port = free_port()
+    proc, sock = start(kind, binary, port)
+    try:
+        sock.sendall(command("SCRIPT", "LOAD", SCRIPT))
+        reply = b""
+        while not reply.endswith(b"\r\n") or reply.count(b"\r\n") < 2:
+            reply += sock.recv(4096)
+        sha = reply.split(b"\r\n")[1]
+        # Half the calls find the owner (GET + DEL), half a stranger (GET only).
+        batch = b"".join(
+            command("SET", f"lock:{i}", "me") + command("EVALSHA", sha, 1, f"lock:{i}", "me" if i % 2 else "x")
+            for i in range(pipeline)
+        )
+        per_batch = 2 * pipeline
+        c0 = cpu_ns(proc.pid)
+        sent = 0
+        while sent < requests:
+            sock.sendall(batch)
+            read_replies(sock, per_batch)
+            sent += pipeline
+        used = cpu_ns(proc.pid) - c0
+        return used / 1e3 / sent  # µs per EVALSHA (+ its SET)
+    finally:
+        sock.close()
+        proc.terminate()
+        proc.wait(5)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cairn", default="target/release/cairn-server")
+    ap.add_argument("--requests", type=int, default=200_000)
+    ap.add_argument("--pipeline", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=5)
+    opts = ap.parse_args()
+    got = {"cairn": [], "redis": []}
+    for r in range(opts.rounds):
+        order = ("cairn", "redis") if r % 2 == 0 else ("redis", "cairn")
+        for kind in order:
+            got[kind].append(measure(kind, opts.cairn, opts.requests, opts.pipeline))
+    med = {k: statistics.median(v) for k, v in got.items()}
+    for k, v in got.items():
+        print(f"{k:6} server CPU per SET+EVALSHA: median {med[k]:.2f} µs  (rounds: {', '.join(f'{x:.2f}' for x in v)})")
+    print(f"ratio cairn / redis: {med['cairn'] / med['redis']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
