@@ -48,6 +48,7 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("load-damaged", "skip", "skip"),
     ("rdb-key-save-delay", "10", "10"),
     ("key-load-delay", "5", "5"),
+    ("busy-reply-threshold", "250", "250"),
     ("appendonly", "no", "no"),
 ];
 
