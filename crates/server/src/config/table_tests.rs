@@ -35,6 +35,7 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("sql-timeout", "250ms", "250ms"),
     ("sql-max-result", "1mb", "1048576"),
     ("sql-maxmemory", "3mb", "3145728"),
+    ("busy-reply-threshold", "250", "250"),
     ("slowlog-log-slower-than", "-1", "-1"),
     ("slowlog-max-len", "5", "5"),
     ("latency-monitor-threshold", "100", "100"),
