@@ -18,3 +18,4 @@ pub mod stats;
 #[cfg(test)]
 mod testkit;
 pub mod tracking;
+pub mod wb_tap;

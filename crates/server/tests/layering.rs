@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["clients"],
     &["pubsub", "observe"],
     &["tracking"],
+    &["wb_tap"],
     &["shared"],
     &["command"],
     &["memcached"],

@@ -26,6 +26,7 @@ mod table;
 mod tags;
 mod tracking_cmd;
 pub mod txn;
+mod wb;
 
 use std::sync::Arc;
 

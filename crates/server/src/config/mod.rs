@@ -110,6 +110,13 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Milliseconds (LATENCY); 0 = off.
     pub latency_monitor_threshold: u64,
+    /// Where files cairn keeps live (the write-behind logs in `dir/wb/`).
+    pub dir: PathBuf,
+    pub wb_fsync: writeback::Fsync,
+    pub wb_max_bytes: u64,
+    pub wb_on_full: writeback::OnFull,
+    /// The file's `[[writeback]]` mappings (not settings of the table: an array of tables).
+    pub writeback: Vec<writeback::MappingConfig>,
 }
 
 /// Why the configuration could not be loaded.
@@ -194,6 +201,11 @@ impl Config {
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
             latency_monitor_threshold: 0,
+            dir: PathBuf::from("."),
+            wb_fsync: writeback::Fsync::Everysec,
+            wb_max_bytes: 0,
+            wb_on_full: writeback::OnFull::Error,
+            writeback: Vec::new(),
         }
     }
 

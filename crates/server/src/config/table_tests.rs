@@ -42,6 +42,10 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("databases", "1", "1"),
     ("save", "", ""),
     ("appendonly", "no", "no"),
+    ("dir", "/tmp/cairn-dir", "/tmp/cairn-dir"),
+    ("wb-fsync", "always", "always"),
+    ("wb-max-bytes", "1mb", "1048576"),
+    ("wb-on-full", "block", "block"),
 ];
 
 fn sample(name: &str) -> (&'static str, &'static str) {
@@ -123,7 +127,7 @@ fn every_setting_has_a_flag_and_a_file_key() {
         for key in [s.name.to_string(), s.name.replace('-', "_")] {
             let file = super::load::parse_file(&format!("{key} = {text:?}\n"))
                 .unwrap_or_else(|e| panic!("{key}: {e}"));
-            assert_eq!(file, vec![(s.name, text.to_string())]);
+            assert_eq!(file.0, vec![(s.name, text.to_string())]);
         }
     }
 }
