@@ -185,7 +185,8 @@ impl Engine {
         }
         let dir = self.log_dir(&config.name);
         let max = self.settings.read().max_bytes;
-        let segment = (max / 8).clamp(64 << 10, 64 << 20);
+        // Eight segments or more per bound, so that applied ones free room well before it.
+        let segment = (max / 8).clamp(4 << 10, 64 << 20);
         let log = log::Log::open(&dir, segment)
             .map_err(|e| format!("write-behind log {}: {e}", dir.display()))?;
         let mapping = Arc::new(Mapping {
