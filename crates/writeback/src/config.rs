@@ -58,7 +58,9 @@ fn identifier(what: &str, v: &str) -> Result<String, String> {
     if ok {
         Ok(v.to_string())
     } else {
-        Err(format!("{what} '{v}' must be letters, digits and _ (at most 63)"))
+        Err(format!(
+            "{what} '{v}' must be letters, digits and _ (at most 63)"
+        ))
     }
 }
 
@@ -206,7 +208,9 @@ mod tests {
     use super::*;
 
     fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

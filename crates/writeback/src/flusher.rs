@@ -70,7 +70,9 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
             Ok(Some(r)) => r,
             Ok(None) => {
                 mapping.stats.oldest_micros.store(0, Relaxed);
-                mapping.log.wait_written(durable, Duration::from_millis(200));
+                mapping
+                    .log
+                    .wait_written(durable, Duration::from_millis(200));
                 continue;
             }
             Err(e) => {
@@ -245,7 +247,10 @@ impl Mapping {
             self.dead_letter(r, why);
         }
         if let Err(e) = self.log.truncate(checkpoint) {
-            tracing::warn!("write-behind {}: removing applied log: {e}", self.config.name);
+            tracing::warn!(
+                "write-behind {}: removing applied log: {e}",
+                self.config.name
+            );
         }
     }
 

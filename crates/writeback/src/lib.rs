@@ -176,7 +176,8 @@ impl Engine {
             return Err(format!("mapping '{}' exists", config.name));
         }
         if let Some(m) = mappings.iter().find(|m| {
-            m.config.prefix.starts_with(&config.prefix) || config.prefix.starts_with(&m.config.prefix)
+            m.config.prefix.starts_with(&config.prefix)
+                || config.prefix.starts_with(&m.config.prefix)
         }) {
             return Err(format!(
                 "prefix '{}' overlaps mapping '{}' ('{}')",
@@ -316,12 +317,16 @@ impl Engine {
     }
 
     /// Reports of every mapping, or of `name`.
-    pub fn info(&self, name: Option<&str>) -> Option<Vec<(String, Vec<(String, String)>)>> {
+    pub fn info(&self, name: Option<&str>) -> Option<Vec<(String, Report)>> {
         let list = match name {
             Some(n) => vec![self.get(n)?],
             None => self.mappings(),
         };
-        Some(list.iter().map(|m| (m.config.name.clone(), m.report())).collect())
+        Some(
+            list.iter()
+                .map(|m| (m.config.name.clone(), m.report()))
+                .collect(),
+        )
     }
 
     pub fn dead_letters(&self, name: &str) -> Option<Vec<DeadLetter>> {
@@ -333,6 +338,9 @@ impl Engine {
         Some(std::mem::take(&mut *self.get(name)?.dead.lock()).len())
     }
 }
+
+/// A mapping's WB.INFO fields, in order: (name, value).
+pub type Report = Vec<(String, String)>;
 
 /// Changes a reply must wait for under `wb-fsync always`.
 pub struct Durable {

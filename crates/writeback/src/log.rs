@@ -406,7 +406,11 @@ impl Reader {
             },
             None => None,
         };
-        self.offset = if self.segment.is_some() { pos.offset } else { 0 };
+        self.offset = if self.segment.is_some() {
+            pos.offset
+        } else {
+            0
+        };
         Ok(())
     }
 

@@ -53,9 +53,7 @@ impl Postgres {
     fn statement(out: &mut String, cfg: &MappingConfig, row: &Row) {
         let table = quoted(&cfg.table);
         let key = quoted(&cfg.key_column);
-        out.push_str(
-            "WITH g AS (INSERT INTO cairn_wb_version (mapping, key, version) VALUES (",
-        );
+        out.push_str("WITH g AS (INSERT INTO cairn_wb_version (mapping, key, version) VALUES (");
         literal(out, &cfg.name);
         out.push_str(", ");
         literal(out, &row.id);
@@ -72,7 +70,10 @@ impl Postgres {
             }
             RowChange::Upsert(cols) => {
                 let names: Vec<String> = columns(cfg, cols).iter().map(|c| quoted(c)).collect();
-                out.push_str(&format!("INSERT INTO {table} ({}) SELECT ", names.join(", ")));
+                out.push_str(&format!(
+                    "INSERT INTO {table} ({}) SELECT ",
+                    names.join(", ")
+                ));
                 literal(out, &row.id);
                 for (_, v) in cols {
                     out.push_str(", ");
@@ -124,7 +125,12 @@ impl Driver for Postgres {
         Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
     }
 
-    fn apply(&mut self, cfg: &MappingConfig, rows: &[Row], checkpoint: u64) -> Result<u64, DbError> {
+    fn apply(
+        &mut self,
+        cfg: &MappingConfig,
+        rows: &[Row],
+        checkpoint: u64,
+    ) -> Result<u64, DbError> {
         let mut script = String::from("BEGIN;\n");
         for row in rows {
             Self::statement(&mut script, cfg, row);

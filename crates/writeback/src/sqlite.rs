@@ -75,7 +75,8 @@ impl Sqlite {
                     list.join(", "),
                     marks.join(", ")
                 );
-                let values = std::iter::once(row.id.as_str()).chain(cols.iter().map(|(_, v)| v.as_str()));
+                let values =
+                    std::iter::once(row.id.as_str()).chain(cols.iter().map(|(_, v)| v.as_str()));
                 self.conn
                     .prepare_cached(&sql)?
                     .execute(rusqlite::params_from_iter(values))?
@@ -120,7 +121,12 @@ impl Driver for Sqlite {
         Ok(lsn.unwrap_or(0) as u64)
     }
 
-    fn apply(&mut self, cfg: &MappingConfig, rows: &[Row], checkpoint: u64) -> Result<u64, DbError> {
+    fn apply(
+        &mut self,
+        cfg: &MappingConfig,
+        rows: &[Row],
+        checkpoint: u64,
+    ) -> Result<u64, DbError> {
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(error)?;
         let result = (|| {
             let mut written = 0;

@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    hashes, info, introspect, keys, observe_cmd, pubsub, reset, server, sql, strings, tags, txn, wb,
-    Handler,
+    hashes, info, introspect, keys, observe_cmd, pubsub, reset, server, sql, strings, tags, txn,
+    wb, Handler,
 };
 
 pub struct Command {

@@ -54,7 +54,7 @@ fn pairs_from(ctx: &Ctx<'_, '_>, from: usize) -> Vec<(String, String)> {
 
 /// WB.ADD name key value [key value ...]: adds a mapping at run time.
 pub fn add(ctx: &mut Ctx<'_, '_>) {
-    if ctx.argc() % 2 != 0 {
+    if !ctx.argc().is_multiple_of(2) {
         return ctx.err(b"ERR WB.ADD takes a name and key value pairs");
     }
     let name = String::from_utf8_lossy(ctx.arg(1)).into_owned();

@@ -64,7 +64,7 @@ pub fn rewrite_text(old: &str, current: &Config, defaults: &Config) -> String {
         .position(|l| l.trim_start().starts_with('['))
         .unwrap_or(all.len());
     let (lines, tables) = all.split_at(top);
-    let assignments = find_assignments(&lines);
+    let assignments = find_assignments(lines);
     let in_file = |s: &Setting| assignments.iter().any(|a| std::ptr::eq(a.setting, s));
     // A shorthand's line is dropped, so the setting it is part of must be written.
     let forced: Vec<&str> = assignments
