@@ -21,3 +21,4 @@ pub mod stats;
 #[cfg(test)]
 mod testkit;
 pub mod tracking;
+pub mod wb_tap;

@@ -82,7 +82,8 @@ impl Session {
                 Progress {
                     consumed,
                     close,
-                    waiting: false,
+                    // A reply deferred by write-behind's `wb-fsync always`.
+                    waiting: std::mem::take(&mut self.conn.waiting),
                 }
             }
         }

@@ -37,6 +37,8 @@ pub struct Shared {
     pub persistence: Arc<crate::snapshot::Persistence>,
     /// Lua scripting's cache, running script and gates.
     pub scripts: crate::scripts::Scripts,
+    /// Write-behind to databases (docs/writebehind.md).
+    pub writeback: Arc<writeback::Engine>,
 }
 
 impl Shared {
@@ -53,7 +55,26 @@ impl Shared {
             store.clone(),
             config.tracking_table_max_keys,
         ));
-        store.set_tap(Arc::new(crate::tracking::Listener(tracking.clone())));
+        let writeback = writeback::Engine::new(writeback::EngineSettings {
+            dir: config.persist.dir.clone(),
+            fsync: config.wb_fsync,
+            max_bytes: config.wb_max_bytes,
+            on_full: config.wb_on_full,
+        });
+        for mapping in &config.writeback {
+            // A log that cannot be opened is fatal: writes to its keys could not be kept.
+            if let Err(e) = writeback.add(mapping.clone()) {
+                tracing::error!("write-behind mapping {}: {e}", mapping.name);
+                eprintln!("write-behind mapping {}: {e}", mapping.name);
+                std::process::exit(1);
+            }
+        }
+        store.set_listening(store::Listener::WriteBack, writeback.active());
+        store.set_tap(Arc::new(crate::wb_tap::Taps {
+            store: store.clone(),
+            tracking: crate::tracking::Listener(tracking.clone()),
+            writeback: writeback.clone(),
+        }));
         let sql_config = sql::SqlConfig {
             timeout: config.sql_timeout,
             max_result_bytes: config.sql_max_result,
@@ -88,6 +109,7 @@ impl Shared {
             flush_timer: Arc::default(),
             started: Instant::now(),
             shutdown: AtomicBool::new(false),
+            writeback,
             observe: Arc::default(),
             blocking: Arc::default(),
             scripts,

@@ -154,7 +154,7 @@ impl Tracking {
             self.bcast.write().push(tracker.clone());
         }
         self.trackers.write().push(tracker);
-        self.store.set_listening(true);
+        self.store.set_listening(store::Listener::Tracking, true);
     }
 
     pub fn disable(&self, tracker: &Arc<Tracker>) {
@@ -163,7 +163,7 @@ impl Tracking {
         let mut trackers = self.trackers.write();
         trackers.retain(|t| !Arc::ptr_eq(t, tracker));
         if trackers.is_empty() {
-            self.store.set_listening(false);
+            self.store.set_listening(store::Listener::Tracking, false);
         }
     }
 

@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["clients", "snapshot"],
     &["pubsub", "observe", "blocking", "scripts"],
     &["tracking"],
+    &["wb_tap"],
     &["shared"],
     &["command"],
     &["memcached"],

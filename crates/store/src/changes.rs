@@ -11,10 +11,29 @@ use crate::item::{Item, ItemPtr};
 use crate::shard::charge;
 use crate::{Author, Store};
 
-/// `Store::taps` bit: the tap is called.
-pub(crate) const TAP_LISTENER: u8 = 1;
+/// `Store::taps` bits: the tap is called (one bit per [`Listener`] that wants it).
+pub(crate) const TAP_LISTENER: u8 = 1 | 4;
 /// `Store::taps` bit: changes are copied into the backlogs (a cursor is registered).
 pub(crate) const TAP_BACKLOG: u8 = 2;
+
+/// Who wants the tap called: each says so on its own (`Store::set_listening`), and the tap
+/// is called while any does. The tap itself decides what each is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    /// Client tracking (CLIENT TRACKING clients exist).
+    Tracking,
+    /// Write-behind (a mapping to a database exists).
+    WriteBack,
+}
+
+impl Listener {
+    pub(crate) fn bit(self) -> u8 {
+        match self {
+            Listener::Tracking => 1,
+            Listener::WriteBack => 4,
+        }
+    }
+}
 
 /// What one change did, as seen while its shard is still locked.
 #[derive(Clone, Copy)]

@@ -282,7 +282,7 @@ fn the_tap_hears_each_change_a_group_delete_at_once_and_a_flush_once() {
     s.set_tap(tap.clone());
     set(&s, Author(1), b"quiet", b"v");
     assert!(tap.calls.lock().is_empty(), "not called until listening");
-    s.set_listening(true);
+    s.set_listening(crate::Listener::Tracking, true);
     let tagged = [Tag { ty: 1, value: 5 }];
     for k in [&b"t1"[..], b"t2", b"t3"] {
         s.write(Author(2), k, |e| {
@@ -313,7 +313,7 @@ fn the_tap_hears_each_change_a_group_delete_at_once_and_a_flush_once() {
         )
     );
     assert_eq!(*tap.flushes.lock(), vec![Author(4)]);
-    s.set_listening(false);
+    s.set_listening(crate::Listener::Tracking, false);
     set(&s, Author(1), b"quiet", b"w");
     assert_eq!(tap.calls.lock().len(), 4);
 }

@@ -35,9 +35,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-pub use changes::{Change, ChangeKind, ChangeRecord, ChangeTap, Cursor, Lagged, RecordKind};
-pub use evict::{lfu_increment, random_u64, EvictionPolicy, LFU_INIT};
+pub use changes::{
+    Change, ChangeKind, ChangeRecord, ChangeTap, Cursor, Lagged, Listener, RecordKind,
+};
 pub use collection::Collection;
+pub use evict::{lfu_increment, random_u64, EvictionPolicy, LFU_INIT};
 pub use item::{Item, Kind};
 pub use moves::Moved;
 pub use shard::{Entry, OutOfMemory, TagWrite};
@@ -178,7 +180,7 @@ pub struct Store {
     evict_cursor: AtomicUsize,
     reaper: Sender<Garbage>,
     pub(crate) tags: TagIndex,
-    /// Told of every change while `taps` has `TAP_LISTENER` (client tracking).
+    /// Told of every change while `taps` has a `TAP_LISTENER` bit (client tracking, write-behind).
     tap: std::sync::OnceLock<Arc<dyn ChangeTap>>,
     /// Who wants changes now (`changes::TAP_*` bits): one relaxed load per change when nobody.
     taps: AtomicU8,
@@ -250,12 +252,18 @@ impl Store {
         }
     }
 
-    pub fn set_listening(&self, on: bool) {
+    /// Whether `who` wants the tap called; it is called while anyone does.
+    pub fn set_listening(&self, who: Listener, on: bool) {
         if on {
-            self.taps.fetch_or(TAP_LISTENER, Ordering::Relaxed);
+            self.taps.fetch_or(who.bit(), Ordering::Relaxed);
         } else {
-            self.taps.fetch_and(!TAP_LISTENER, Ordering::Relaxed);
+            self.taps.fetch_and(!who.bit(), Ordering::Relaxed);
         }
+    }
+
+    /// Whether `who` wants the tap called now.
+    pub fn listening(&self, who: Listener) -> bool {
+        self.taps.load(Ordering::Relaxed) & who.bit() != 0
     }
 
     fn tell_flush(&self, author: Author) {

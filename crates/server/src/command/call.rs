@@ -29,6 +29,9 @@ pub trait Body {
     /// for the slow log and MONITOR. Only called when one of them needs it.
     fn for_each_arg(&self, f: &mut dyn FnMut(&[u8]));
 
+    /// Calls `f` with each key the request names (write-behind's admission check).
+    fn for_each_key(&self, command: &'static Command, f: &mut dyn FnMut(&[u8]));
+
     /// Runs the handler against `db` (whose writes carry the caller's author), appending the
     /// reply to `out`.
     fn run<'s>(
@@ -61,6 +64,12 @@ impl Body for Resp<'_> {
 
     fn for_each_arg(&self, f: &mut dyn FnMut(&[u8])) {
         (0..self.0.len()).for_each(|i| f(self.0.get(i)));
+    }
+
+    fn for_each_key(&self, command: &'static Command, f: &mut dyn FnMut(&[u8])) {
+        command
+            .key_positions(self.0.len())
+            .for_each(|i| f(self.0.get(i)));
     }
 
     #[inline]
@@ -189,6 +198,7 @@ pub fn call<'s, B: Body>(
     }
     let store = &*shared.store;
     let author = conn.author();
+    let reply_at = out.len();
     // A script holds every gate while it runs: a command waits for it, but not past
     // busy-reply-threshold (then -BUSY). Scripts (which take the gates themselves) and
     // commands allowed during a busy script pass by.
@@ -246,6 +256,11 @@ pub fn call<'s, B: Body>(
             Db::Shared(store, author),
             false,
         ),
+    }
+    // Write-behind: the command's changes of mapped keys go to their logs before its reply
+    // (EXEC's commands are committed once, by EXEC itself).
+    if shared.writeback.active() {
+        super::wb::after_write(shared, conn, out, reply_at);
     }
     if deferred && !conn.waiting {
         conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
@@ -354,6 +369,12 @@ fn run<'s, B: Body>(
     if conn.tracking.is_some() {
         if let Some(args) = body.args() {
             remember_reads(command, args, shared, conn);
+        }
+    }
+    if shared.writeback.active() && command.has(flags::WRITE) {
+        if let Some(msg) = super::wb::admit(shared, command, body) {
+            stats::record_rejected(command);
+            return refuse::<B>(conn, out, msg);
         }
     }
     let before = out.len();

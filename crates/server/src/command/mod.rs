@@ -33,6 +33,7 @@ mod table;
 mod tags;
 mod tracking_cmd;
 pub mod txn;
+mod wb;
 mod zrange;
 mod zsets;
 

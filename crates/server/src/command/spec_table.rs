@@ -916,6 +916,11 @@ pub static SPECS: &[Spec] = &[
     cairn("sql.expire", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "sql", "O(1)"),
     cairn("sql.tables", &["readonly", "noscript", "no_multi"], &["@read", "@slow"], &[], "sql", "O(N) where N is the number of tables"),
     cairn("sql.describe", &["readonly", "noscript", "no_multi"], &["@read", "@slow"], &[], "sql", "O(C) where C is the number of columns"),
+    // Write-behind mappings: administrative, no keys.
+    cairn("wb.info", &["admin", "noscript"], &["@admin", "@slow"], &[], "wb", "O(M) where M is the number of mappings"),
+    cairn("wb.add", &["admin", "noscript"], &["@admin", "@slow", "@dangerous"], &[], "wb", "O(1)"),
+    cairn("wb.del", &["admin", "noscript"], &["@admin", "@slow", "@dangerous"], &[], "wb", "O(1)"),
+    cairn("wb.dlq", &["admin", "noscript"], &["@admin", "@slow"], &[], "wb", "O(N) where N is the number of dead letters"),
     Spec {
         name: "sadd", flags: &["write", "denyoom", "fast"], acl: &["@write", "@set", "@fast"], tips: &[],
         key_specs: &[KeySpec { notes: "", flags: &["RW", "insert"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use super::flags::*;
 use super::{
     blocking_cmd, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
-    reset, scripting, server, sets, sql, strings, tags, txn, zrange, zsets, Handler,
+    reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange, zsets, Handler,
 };
 
 pub struct Command {
@@ -274,6 +274,11 @@ pub static COMMANDS: &[Command] = &[
     cmd("sql.expire", -2, WRITE | DEFERRED, NONE, sql::expire, "Sets or shows a table's expiry rules (AGE, ROWS, OPS)."),
     cmd("sql.tables", 1, READONLY | DEFERRED, NONE, sql::tables, "Lists the SQL tables."),
     cmd("sql.describe", 2, READONLY | DEFERRED, NONE, sql::describe, "Describes an SQL table's columns."),
+    // Write-behind to databases (docs/writebehind.md).
+    cmd("wb.info", -1, ADMIN, NONE, wb::info, "Shows write-behind mappings: settings, queue, bytes, oldest age, rows written, retries, dead letters."),
+    cmd("wb.add", -4, ADMIN, NONE, wb::add, "Adds a write-behind mapping: WB.ADD name key value [key value ...]."),
+    cmd("wb.del", 2, ADMIN, NONE, wb::del, "Removes a write-behind mapping (its log stays on disk)."),
+    cmd("wb.dlq", 3, ADMIN, NONE, wb::dlq, "A write-behind mapping's dead-letter list: WB.DLQ name LIST | DROP."),
 ];
 
 /// Internal entries for the memcached verbs that have no RESP command (memcached requests

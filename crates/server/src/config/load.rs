@@ -56,12 +56,13 @@ pub(super) fn from_args(argv: Vec<OsString>) -> Result<Config, ConfigError> {
         .try_get_matches_from(&argv)
         .map_err(ConfigError::Args)?;
     let file = matches.get_one::<PathBuf>("config").cloned();
-    let file_values = match &file {
+    let (file_values, mappings) = match &file {
         Some(path) => read_file(path)?,
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
     let mut config = Config::defaults();
     config.config_file = file;
+    config.writeback = mappings;
     // Table order, so that a shorthand applies after the setting it is part of; for each
     // setting the file first, then the flag.
     for setting in SETTINGS {
@@ -86,21 +87,34 @@ pub(super) fn from_args(argv: Vec<OsString>) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
+/// The file's settings and its `[[writeback]]` mappings.
+type FileValues = (Vec<(&'static str, String)>, Vec<writeback::MappingConfig>);
+
 /// Reads the TOML file into `(setting name, text)` pairs, each checked by its setting's
-/// parser, so that its errors name the file and the key.
-pub(super) fn read_file(path: &Path) -> Result<Vec<(&'static str, String)>, ConfigError> {
+/// parser, so that its errors name the file and the key; and its write-behind mappings.
+pub(super) fn read_file(path: &Path) -> Result<FileValues, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigError::File(format!("cannot read config file {}: {e}", path.display()))
     })?;
     parse_file(&text).map_err(|e| ConfigError::File(format!("config file {}: {e}", path.display())))
 }
 
-/// The TOML text's `(setting name, text)` pairs. Keys are setting names, with dashes or
-/// underscores; values are strings, integers or booleans.
-pub(super) fn parse_file(text: &str) -> Result<Vec<(&'static str, String)>, String> {
-    let table: toml::Table = text
+/// The TOML text's `(setting name, text)` pairs and its mappings. Keys are setting names,
+/// with dashes or underscores; values are strings, integers or booleans. The one array of
+/// tables, `[[writeback]]`, holds write-behind mappings (`writeback::MappingConfig`).
+pub(super) fn parse_file(text: &str) -> Result<FileValues, String> {
+    let mut table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| e.message().trim().to_string())?;
+    let mappings = match table.remove("writeback") {
+        None => Vec::new(),
+        Some(toml::Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| mapping(i, item))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("'writeback' must be an array of tables ([[writeback]])".into()),
+    };
     let mut out = Vec::with_capacity(table.len());
     for (key, value) in table {
         let setting = lookup(&key.replace('_', "-")).ok_or_else(|| {
@@ -123,7 +137,32 @@ pub(super) fn parse_file(text: &str) -> Result<Vec<(&'static str, String)>, Stri
         }
         out.push((setting.name, text));
     }
-    Ok(out)
+    Ok((out, mappings))
+}
+
+/// One `[[writeback]]` table (the `i`th) as a mapping.
+fn mapping(i: usize, item: &toml::Value) -> Result<writeback::MappingConfig, String> {
+    let here = || format!("[[writeback]] #{}", i + 1);
+    let toml::Value::Table(t) = item else {
+        return Err(format!("{}: expected a table", here()));
+    };
+    let mut pairs = Vec::new();
+    for (k, v) in t {
+        let text = match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(format!("{}: key '{k}': got {}", here(), other.type_str()));
+            }
+        };
+        pairs.push((k.clone(), text));
+    }
+    let name = t
+        .get("name")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| format!("{}: needs a name", here()))?;
+    writeback::MappingConfig::from_pairs(name, &pairs).map_err(|e| format!("{}: {e}", here()))
 }
 
 /// A config with every setting at its default.

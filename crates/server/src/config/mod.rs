@@ -98,8 +98,14 @@ pub struct Config {
     /// Milliseconds a Lua script runs before other clients get -BUSY and SCRIPT KILL may
     /// stop it (Redis's busy-reply-threshold, formerly lua-time-limit).
     pub busy_reply_threshold: u64,
-    /// Snapshots (`dir`, `dbfilename`, `save`, ...).
+    /// Snapshots (`dir`, `dbfilename`, `save`, ...); `persist.dir` holds the write-behind
+    /// logs too (`dir/wb/`).
     pub persist: PersistConfig,
+    pub wb_fsync: writeback::Fsync,
+    pub wb_max_bytes: u64,
+    pub wb_on_full: writeback::OnFull,
+    /// The file's `[[writeback]]` mappings (not settings of the table: an array of tables).
+    pub writeback: Vec<writeback::MappingConfig>,
 }
 
 /// The snapshot settings.
@@ -225,6 +231,10 @@ impl Config {
                 key_load_delay: 0,
             },
             busy_reply_threshold: 0,
+            wb_fsync: writeback::Fsync::Everysec,
+            wb_max_bytes: 0,
+            wb_on_full: writeback::OnFull::Error,
+            writeback: Vec::new(),
         }
     }
 

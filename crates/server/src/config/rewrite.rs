@@ -56,8 +56,15 @@ pub fn rewrite_file(path: &Path, current: &Config, defaults: &Config) -> Result<
 
 /// The file's text after the rewrite.
 pub fn rewrite_text(old: &str, current: &Config, defaults: &Config) -> String {
-    let lines: Vec<&str> = old.lines().collect();
-    let assignments = find_assignments(&lines);
+    let all: Vec<&str> = old.lines().collect();
+    // Settings live above the first table header (`[[writeback]]` ...): what follows it is
+    // kept as it is, and settings missing from the file are added before it.
+    let top = all
+        .iter()
+        .position(|l| l.trim_start().starts_with('['))
+        .unwrap_or(all.len());
+    let (lines, tables) = all.split_at(top);
+    let assignments = find_assignments(lines);
     let in_file = |s: &Setting| assignments.iter().any(|a| std::ptr::eq(a.setting, s));
     // A shorthand's line is dropped, so the setting it is part of must be written.
     let forced: Vec<&str> = assignments
@@ -120,6 +127,15 @@ pub fn rewrite_text(old: &str, current: &Config, defaults: &Config) -> String {
                 s.name,
                 literal(s, &(s.render)(current))
             ));
+        }
+    }
+    if !tables.is_empty() {
+        if !out.is_empty() && !out.ends_with("\n\n") {
+            out.push('\n');
+        }
+        for line in tables {
+            out.push_str(line);
+            out.push('\n');
         }
     }
     out

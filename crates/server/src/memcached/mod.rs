@@ -82,6 +82,22 @@ impl command::Body for McCall<'_, '_, '_> {
         verbs::for_each_arg(self.request, f)
     }
 
+    fn for_each_key(&self, _command: &'static command::Command, f: &mut dyn FnMut(&[u8])) {
+        // The keys a request writes (a base64 meta key is checked as sent: write-behind
+        // prefixes are plain text, so an encoded key is matched after decoding by the tap).
+        match self.request {
+            Request::Store { key, .. }
+            | Request::Delete { key, .. }
+            | Request::Incr { key, .. }
+            | Request::Decr { key, .. }
+            | Request::Touch { key, .. }
+            | Request::MetaSet { key, .. }
+            | Request::MetaDelete { key, .. }
+            | Request::MetaArithmetic { key, .. } => f(key),
+            _ => {}
+        }
+    }
+
     #[inline]
     fn run<'s>(
         &mut self,
@@ -151,6 +167,10 @@ impl McState {
                     command::call(shared, conn, out, entry, &mut body, Caller::Client);
                     if body.quit {
                         close = true;
+                        break;
+                    }
+                    // The reply waits (write-behind's `wb-fsync always`): no more until then.
+                    if conn.waiting {
                         break;
                     }
                 }

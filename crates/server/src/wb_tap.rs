@@ -1,0 +1,49 @@
+//! The store's one change tap, shared by its two listeners: client tracking (invalidations)
+//! and write-behind (a mapped key's new value or deletion goes to its mapping's log, in the
+//! store's order, under the key's shard lock). Each is told only while it listens.
+//!
+//! Write-behind takes sets and deletes by commands only: expiry, eviction and flushes change
+//! the cache, not the database, so a pending write is never dropped by them.
+
+use std::sync::Arc;
+
+use store::{Change, ChangeKind, ChangeTap, Kind, Listener, Store};
+
+pub struct Taps {
+    pub store: Arc<Store>,
+    pub tracking: crate::tracking::Listener,
+    pub writeback: Arc<writeback::Engine>,
+}
+
+impl ChangeTap for Taps {
+    fn changed(&self, changes: &[Change<'_>]) {
+        if self.store.listening(Listener::Tracking) {
+            self.tracking.changed(changes);
+        }
+        if self.store.listening(Listener::WriteBack) {
+            for c in changes {
+                match c.kind {
+                    ChangeKind::Set(item) => {
+                        let op = match item.kind() {
+                            Kind::String => writeback::OpKind::String,
+                            Kind::Hash => writeback::OpKind::Hash,
+                            Kind::Set | Kind::ZSet | Kind::List => writeback::OpKind::Collection,
+                        };
+                        self.writeback.capture(c.key, op, &item.portable_value());
+                    }
+                    ChangeKind::Delete => {
+                        self.writeback
+                            .capture(c.key, writeback::OpKind::Delete, b"");
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn flushed(&self, author: store::Author) {
+        if self.store.listening(Listener::Tracking) {
+            self.tracking.flushed(author);
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! One mapping's configuration: which keys (a prefix), which database and table, how values
+//! become columns, and the flusher's pacing. Parsed from `key value` pairs, the one form both
+//! the TOML file's `[[writeback]]` tables and `WB.ADD name key value ...` give.
+
+use std::time::Duration;
+
+/// How a cached value becomes the row's columns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueShape {
+    /// A hash's fields are columns of the same name.
+    Hash,
+    /// A string value is this one column.
+    String { column: String },
+}
+
+/// When the client's reply comes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// After the write is in the durable log; the database follows.
+    Behind,
+    /// After the database committed the row (not implemented yet: refused at parse).
+    Through,
+}
+
+/// Where the rows go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Database {
+    /// `sqlite:///path/to/file.db` (three slashes and an absolute path, or a relative one).
+    Sqlite(String),
+    /// `postgresql://user@host:port/db` (or `postgres://`), as libpq's URLs.
+    Postgres(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappingConfig {
+    pub name: String,
+    pub prefix: String,
+    pub database: Database,
+    pub table: String,
+    pub key_column: String,
+    pub value: ValueShape,
+    pub mode: Mode,
+    /// A key's changes within this window become one row write.
+    pub delay: Duration,
+    /// Rows per database transaction at most.
+    pub batch: usize,
+    /// Attempts of a row the database refuses before it goes to the dead-letter list.
+    pub retries: u32,
+}
+
+/// Names cairn puts in SQL text as quoted identifiers: letters, digits and `_` only, so that
+/// no quoting question arises.
+fn identifier(what: &str, v: &str) -> Result<String, String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !v.as_bytes()[0].is_ascii_digit();
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "{what} '{v}' must be letters, digits and _ (at most 63)"
+        ))
+    }
+}
+
+/// `100ms`, `30s`, `5m`, `1h`, or a bare number of milliseconds.
+pub fn parse_duration(v: &str) -> Result<Duration, String> {
+    let v = v.trim();
+    let (num, unit) = match v.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => v.split_at(i),
+        None => (v, "ms"),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{v}' is not a duration (like 100ms, 30s, 5m, 1h)"))?;
+    let ms = match unit {
+        "ms" => n,
+        "s" => n.saturating_mul(1000),
+        "m" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        _ => return Err(format!("'{v}' is not a duration (like 100ms, 30s, 5m, 1h)")),
+    };
+    Ok(Duration::from_millis(ms))
+}
+
+impl MappingConfig {
+    /// Parses a mapping from its `key value` pairs (keys with `_` or `-`).
+    pub fn from_pairs(name: &str, pairs: &[(String, String)]) -> Result<MappingConfig, String> {
+        let name = identifier("name", name)?;
+        let mut prefix = None;
+        let mut database = None;
+        let mut table = None;
+        let mut key_column = "id".to_string();
+        let mut value = None;
+        let mut value_column = None;
+        let mut mode = Mode::Behind;
+        let mut delay = Duration::from_millis(100);
+        let mut batch = 500;
+        let mut retries = 5;
+        for (k, v) in pairs {
+            match k.replace('-', "_").to_ascii_lowercase().as_str() {
+                "name" => {
+                    if v != &name {
+                        return Err(format!("name '{v}' differs from the mapping's '{name}'"));
+                    }
+                }
+                "prefix" if v.is_empty() => return Err("prefix must not be empty".into()),
+                "prefix" => prefix = Some(v.clone()),
+                "database" => {
+                    database = Some(if let Some(path) = v.strip_prefix("sqlite://") {
+                        Database::Sqlite(path.to_string())
+                    } else if v.starts_with("postgresql://") || v.starts_with("postgres://") {
+                        Database::Postgres(v.clone())
+                    } else {
+                        return Err(format!(
+                            "database '{v}': expected sqlite:///path or postgresql://..."
+                        ));
+                    })
+                }
+                "table" => table = Some(identifier("table", v)?),
+                "key_column" => key_column = identifier("key_column", v)?,
+                "value" => value = Some(v.to_ascii_lowercase()),
+                "value_column" => value_column = Some(identifier("value_column", v)?),
+                "mode" => {
+                    mode = match v.to_ascii_lowercase().as_str() {
+                        "behind" => Mode::Behind,
+                        "through" => {
+                            return Err("mode 'through' is not implemented yet".into());
+                        }
+                        _ => return Err(format!("mode '{v}': expected behind or through")),
+                    }
+                }
+                "delay" => delay = parse_duration(v)?,
+                "batch" => {
+                    batch = v
+                        .parse()
+                        .ok()
+                        .filter(|b| (1..=100_000).contains(b))
+                        .ok_or_else(|| format!("batch '{v}': expected 1 to 100000"))?
+                }
+                "retries" => {
+                    retries = v
+                        .parse()
+                        .ok()
+                        .filter(|r| (1..=1000).contains(r))
+                        .ok_or_else(|| format!("retries '{v}': expected 1 to 1000"))?
+                }
+                "read_through" | "negative_ttl" | "ttl" | "sql_table" => {
+                    return Err(format!("'{k}' is not implemented yet"));
+                }
+                _ => return Err(format!("unknown mapping key '{k}'")),
+            }
+        }
+        let value = match (value.as_deref(), value_column) {
+            (Some("hash") | None, None) => ValueShape::Hash,
+            (Some("string") | None, Some(column)) => ValueShape::String { column },
+            (Some("string"), None) => return Err("value 'string' needs value_column".into()),
+            (Some("hash"), Some(_)) => return Err("value 'hash' takes no value_column".into()),
+            (Some(v), _) => return Err(format!("value '{v}': expected hash or string")),
+        };
+        Ok(MappingConfig {
+            prefix: prefix.ok_or("a mapping needs a prefix")?,
+            database: database.ok_or("a mapping needs a database")?,
+            table: table.ok_or("a mapping needs a table")?,
+            name,
+            key_column,
+            value,
+            mode,
+            delay,
+            batch,
+            retries,
+        })
+    }
+
+    /// The pairs `from_pairs` reads back (WB.INFO, CONFIG REWRITE).
+    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![
+            ("name", self.name.clone()),
+            ("prefix", self.prefix.clone()),
+            (
+                "database",
+                match &self.database {
+                    Database::Sqlite(p) => format!("sqlite://{p}"),
+                    Database::Postgres(url) => url.clone(),
+                },
+            ),
+            ("table", self.table.clone()),
+            ("key_column", self.key_column.clone()),
+        ];
+        match &self.value {
+            ValueShape::Hash => out.push(("value", "hash".into())),
+            ValueShape::String { column } => {
+                out.push(("value", "string".into()));
+                out.push(("value_column", column.clone()));
+            }
+        }
+        out.push(("mode", "behind".into()));
+        out.push(("delay", format!("{}ms", self.delay.as_millis())));
+        out.push(("batch", self.batch.to_string()));
+        out.push(("retries", self.retries.to_string()));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn parses_and_renders_back() {
+        let c = MappingConfig::from_pairs(
+            "users",
+            &pairs(&[
+                ("prefix", "user:"),
+                ("database", "sqlite:///tmp/x.db"),
+                ("table", "users"),
+                ("value", "string"),
+                ("value_column", "body"),
+                ("delay", "2s"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.database, Database::Sqlite("/tmp/x.db".into()));
+        assert_eq!(c.delay, Duration::from_secs(2));
+        let back: Vec<(String, String)> = c
+            .to_pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(MappingConfig::from_pairs("users", &back).unwrap(), c);
+    }
+
+    #[test]
+    fn refuses_bad_input() {
+        let base = [("prefix", "u:"), ("database", "sqlite://x"), ("table", "t")];
+        assert!(MappingConfig::from_pairs("a b", &pairs(&base)).is_err());
+        let mut p = pairs(&base);
+        p.push(("table".into(), "t; drop".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
+        let mut p = pairs(&base);
+        p.push(("delay".into(), "soon".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
+        assert!(MappingConfig::from_pairs("a", &pairs(&base[..2])).is_err());
+        let mut p = pairs(&base);
+        p.push(("database".into(), "mysql://x".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
+    }
+}

@@ -1,0 +1,260 @@
+//! A mapping's flusher thread: reads the log from the database's checkpoint on, waits until
+//! the oldest record read is `delay` old (so a key's changes within the window coalesce into
+//! its last one), and applies up to `batch` keys per transaction, the checkpoint with them.
+//!
+//! The database down: it retries the same batch with backoff, forever, while the log grows.
+//! The database refusing data: the batch is retried `retries` times with backoff, then applied
+//! row by row and the refused rows go to the dead-letter list; the rest flows.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::db::{connect, row_columns, DbError, Driver, Row, RowChange};
+use crate::log::{now_micros, OpKind, Record};
+use crate::Mapping;
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+fn backoff(attempt: u32) -> Duration {
+    BACKOFF_MIN
+        .saturating_mul(1 << attempt.min(10))
+        .min(BACKOFF_MAX)
+}
+
+pub(crate) fn run(mapping: Arc<Mapping>) {
+    let mut driver: Option<Box<dyn Driver>> = None;
+    let mut reader = mapping.log.reader();
+    let mut checkpoint = None;
+    let mut failures = 0u32;
+    let mut refusals = 0u32;
+    while !mapping.stopped() {
+        // Connected, with the checkpoint read?
+        let db = match driver.as_mut() {
+            Some(d) => d,
+            None => match connect(&mapping.config).and_then(|mut d| {
+                let c = d.checkpoint(&mapping.config.name)?;
+                Ok((d, c))
+            }) {
+                Ok((d, c)) => {
+                    failures = 0;
+                    checkpoint = Some(c);
+                    mapping.stats.checkpoint.store(c, Relaxed);
+                    reader = mapping.log.reader();
+                    driver = Some(d);
+                    continue;
+                }
+                Err(e) => {
+                    failures += 1;
+                    mapping.failed(&e);
+                    mapping.sleep(backoff(failures));
+                    continue;
+                }
+            },
+        };
+        let done = checkpoint.unwrap_or(0);
+        let start = reader.position();
+        // Durable records only: a record applied must never be lost from the log by a crash,
+        // or its number could be given again after a restart.
+        let durable = match mapping.log.sync() {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!("write-behind {}: fsync failed: {e}", mapping.config.name);
+                mapping.sleep(BACKOFF_MAX);
+                continue;
+            }
+        };
+        let first = match next_after(&mut reader, done, durable) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                mapping.stats.oldest_micros.store(0, Relaxed);
+                mapping
+                    .log
+                    .wait_written(durable, Duration::from_millis(200));
+                continue;
+            }
+            Err(e) => {
+                tracing::error!("write-behind {}: reading the log: {e}", mapping.config.name);
+                mapping.sleep(BACKOFF_MAX);
+                continue;
+            }
+        };
+        mapping.stats.oldest_micros.store(first.micros, Relaxed);
+        // Let the window pass, so that later changes of the same keys coalesce.
+        let due = first.micros + mapping.config.delay.as_micros() as u64;
+        let now = now_micros();
+        if due > now {
+            mapping.sleep(Duration::from_micros(due - now));
+            let _ = reader.seek(start);
+            continue;
+        }
+        let durable = mapping.log.sync().unwrap_or(durable);
+        let mut rows: Vec<Row> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut last = first.lsn;
+        let mut dead: Vec<(Record, String)> = Vec::new();
+        let mut record = Some(first);
+        while let Some(r) = record.take() {
+            let slot = index.get(&r.key).copied();
+            if slot.is_none() && rows.len() >= mapping.config.batch {
+                // Not in this batch: read again next time.
+                break;
+            }
+            last = r.lsn;
+            match to_row(&mapping, &r) {
+                Ok(row) => match slot {
+                    Some(i) => rows[i] = row,
+                    None => {
+                        index.insert(r.key.clone(), rows.len());
+                        rows.push(row);
+                    }
+                },
+                Err(why) => {
+                    // Cannot become a row at all (not text, wrong type): dead at once. An
+                    // earlier change of the key in this batch is dropped too (it is older).
+                    if let Some(i) = slot {
+                        rows[i].change = RowChange::Delete;
+                        rows[i].lsn = 0;
+                    }
+                    dead.push((r, why));
+                }
+            }
+            let pos = reader.position();
+            match next_after(&mut reader, done, durable) {
+                Ok(Some(n)) if index.contains_key(&n.key) || rows.len() < mapping.config.batch => {
+                    record = Some(n)
+                }
+                Ok(_) => {
+                    let _ = reader.seek(pos);
+                }
+                Err(_) => {
+                    let _ = reader.seek(pos);
+                }
+            }
+        }
+        rows.retain(|r| r.lsn != 0);
+        let result = db.apply(&mapping.config, &rows, last);
+        match result {
+            Ok(n) => {
+                refusals = 0;
+                mapping.applied(n, last, &dead);
+                checkpoint = Some(last);
+            }
+            Err(e) if e.connection => {
+                failures += 1;
+                mapping.failed(&e);
+                driver = None;
+                mapping.sleep(backoff(failures));
+                let _ = reader.seek(start);
+            }
+            Err(e) => {
+                refusals += 1;
+                mapping.failed(&e);
+                if refusals < mapping.config.retries {
+                    mapping.sleep(backoff(refusals));
+                    let _ = reader.seek(start);
+                    continue;
+                }
+                match db.apply_each(&mapping.config, &rows, last) {
+                    Ok((n, refused)) => {
+                        refusals = 0;
+                        let by_id: HashMap<&str, &str> = refused
+                            .iter()
+                            .map(|(i, why)| (rows[*i].id.as_str(), why.as_str()))
+                            .collect();
+                        // The refused rows' records, from the batch read again.
+                        let _ = reader.seek(start);
+                        let mut latest: HashMap<Vec<u8>, Record> = HashMap::new();
+                        while let Ok(Some(r)) = next_after(&mut reader, done, last) {
+                            latest.insert(r.key.clone(), r);
+                        }
+                        for (_, r) in latest {
+                            let id = mapping.id_of(&r.key);
+                            if let Some(why) = by_id.get(id.as_str()) {
+                                dead.push((r, why.to_string()));
+                            }
+                        }
+                        mapping.applied(n, last, &dead);
+                        checkpoint = Some(last);
+                    }
+                    Err(e) => {
+                        mapping.failed(&e);
+                        if e.connection {
+                            driver = None;
+                        }
+                        mapping.sleep(backoff(refusals));
+                        let _ = reader.seek(start);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The next record after the checkpoint `done`, up to the durable `upto`.
+fn next_after(
+    reader: &mut crate::log::Reader,
+    done: u64,
+    upto: u64,
+) -> std::io::Result<Option<Record>> {
+    loop {
+        match reader.next(upto)? {
+            Some(r) if r.lsn <= done => continue,
+            other => return Ok(other),
+        }
+    }
+}
+
+fn to_row(mapping: &Mapping, r: &Record) -> Result<Row, String> {
+    let id = std::str::from_utf8(&r.key[mapping.config.prefix.len().min(r.key.len())..])
+        .map_err(|_| "key is not UTF-8 text".to_string())?
+        .to_string();
+    let change = match r.op {
+        OpKind::Delete => RowChange::Delete,
+        op => RowChange::Upsert(row_columns(&mapping.config, op, &r.value)?),
+    };
+    Ok(Row {
+        id,
+        lsn: r.lsn,
+        change,
+    })
+}
+
+impl Mapping {
+    fn failed(&self, e: &DbError) {
+        self.stats.retries.fetch_add(1, Relaxed);
+        let mut last = self.stats.last_error.lock();
+        if last.as_deref() != Some(e.message.as_str()) {
+            tracing::warn!("write-behind {}: {}", self.config.name, e.message);
+        }
+        *last = Some(e.message.clone());
+    }
+
+    fn applied(&self, rows: u64, checkpoint: u64, dead: &[(Record, String)]) {
+        self.stats.rows_written.fetch_add(rows, Relaxed);
+        self.stats.batches.fetch_add(1, Relaxed);
+        self.stats.checkpoint.store(checkpoint, Relaxed);
+        *self.stats.last_error.lock() = None;
+        for (r, why) in dead {
+            tracing::error!(
+                "write-behind {}: key {} (log #{}) refused, moved to the dead-letter list: {why}",
+                self.config.name,
+                String::from_utf8_lossy(&r.key),
+                r.lsn
+            );
+            self.dead_letter(r, why);
+        }
+        if let Err(e) = self.log.truncate(checkpoint) {
+            tracing::warn!(
+                "write-behind {}: removing applied log: {e}",
+                self.config.name
+            );
+        }
+    }
+
+    fn id_of(&self, key: &[u8]) -> String {
+        String::from_utf8_lossy(&key[self.config.prefix.len().min(key.len())..]).into_owned()
+    }
+}

@@ -1,0 +1,553 @@
+//! One mapping's durable log under `dir/wb/<name>/`: segment files named by the number (LSN)
+//! of their first record, each record `[len u32][check u32][lsn u64][micros u64][op u8]
+//! [key_len u32][key][value]`, little-endian.
+//!
+//! Three hands touch it, none waiting on another's slow work:
+//! - the change tap (under the written key's shard lock) only appends the encoded record to
+//!   the in-memory `pending` buffer and numbers it, so numbers follow the store's order per
+//!   key;
+//! - the thread that ran the command then `write_upto`s its record: whoever comes first writes
+//!   everything pending with one `write` (a group write, as Redis's AOF does before a reply);
+//! - `sync` (the flusher, the once-a-second syncer, or the `always` syncer) fsyncs outside the
+//!   writer's lock, on its own handle of the files, so writers never wait for a disk flush.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Condvar, Mutex};
+
+/// Record header: len, check, lsn, micros, op, key_len.
+const HEADER: usize = 4 + 4 + 8 + 8 + 1 + 4;
+/// The largest record the log takes (key and value together).
+pub const MAX_RECORD: usize = 64 << 20;
+const SUFFIX: &str = ".wblog";
+
+/// What a record says happened to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Delete = 0,
+    String = 1,
+    /// The value is the store's hash encoding (`store::hash`).
+    Hash = 2,
+    /// A set, sorted set or list (its portable bytes): no mapping stores one, so the flusher
+    /// dead-letters it.
+    Collection = 3,
+}
+
+/// A record read back from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub lsn: u64,
+    pub micros: u64,
+    pub op: OpKind,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// A small checksum over the record's body (FNV-1a, 32 bits): catches a torn tail.
+fn check(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+fn encode(out: &mut Vec<u8>, lsn: u64, micros: u64, op: OpKind, key: &[u8], value: &[u8]) {
+    let start = out.len();
+    let len = (HEADER - 8 + key.len() + value.len()) as u32;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&lsn.to_le_bytes());
+    out.extend_from_slice(&micros.to_le_bytes());
+    out.push(op as u8);
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    let sum = check(&out[start + 8..]);
+    out[start + 4..start + 8].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Decodes the record at the start of `buf`: the record and its size, or None when `buf`
+/// holds no whole, intact record.
+fn decode(buf: &[u8]) -> Option<(Record, usize)> {
+    let len = u32::from_le_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+    let sum = u32::from_le_bytes(buf.get(4..8)?.try_into().ok()?);
+    let body = buf.get(8..8 + len)?;
+    if len < HEADER - 8 || check(body) != sum {
+        return None;
+    }
+    let lsn = u64::from_le_bytes(body[..8].try_into().ok()?);
+    let micros = u64::from_le_bytes(body[8..16].try_into().ok()?);
+    let op = match body[16] {
+        0 => OpKind::Delete,
+        1 => OpKind::String,
+        2 => OpKind::Hash,
+        3 => OpKind::Collection,
+        _ => return None,
+    };
+    let key_len = u32::from_le_bytes(body[17..21].try_into().ok()?) as usize;
+    let key = body.get(21..21 + key_len)?.to_vec();
+    let value = body[21 + key_len..].to_vec();
+    Some((
+        Record {
+            lsn,
+            micros,
+            op,
+            key,
+            value,
+        },
+        8 + len,
+    ))
+}
+
+/// Records numbered but not yet written to a file.
+struct Pending {
+    buf: Vec<u8>,
+    /// The number the next record gets.
+    next: u64,
+    /// The number of the first record in `buf`.
+    first: u64,
+}
+
+/// The file records are appended to, and the ones before it still to be fsynced.
+struct Writer {
+    file: Arc<File>,
+    /// The first number of the current segment and its size in bytes.
+    segment: u64,
+    size: u64,
+    unsynced: Vec<Arc<File>>,
+}
+
+pub struct Log {
+    dir: PathBuf,
+    segment_max: u64,
+    pending: Mutex<Pending>,
+    writer: Mutex<Writer>,
+    /// Serialises fsyncs, so that `synced` only moves forward.
+    syncing: Mutex<()>,
+    /// Last record number in a file (written) and on disk (fsynced).
+    written: AtomicU64,
+    synced: AtomicU64,
+    /// Bytes in segment files, and waiting in `pending`.
+    disk_bytes: AtomicU64,
+    pending_bytes: AtomicU64,
+    /// Woken when records are written (the flusher waits on it) or space is freed.
+    pub(crate) wake: (Mutex<()>, Condvar),
+}
+
+fn segment_name(first: u64) -> String {
+    format!("{first:020}{SUFFIX}")
+}
+
+/// The segments in `dir`, oldest first: (first number, path).
+fn segments(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if let Some(first) = name.strip_suffix(SUFFIX).and_then(|n| n.parse().ok()) {
+            out.push((first, path));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir`: finds its last intact record, cuts a torn tail,
+    /// and appends after it.
+    pub fn open(dir: &Path, segment_max: u64) -> std::io::Result<Log> {
+        std::fs::create_dir_all(dir)?;
+        let mut last = 0;
+        let mut disk = 0;
+        let found = segments(dir)?;
+        for (i, (first, path)) in found.iter().enumerate() {
+            let bytes = std::fs::read(path)?;
+            let mut at = 0;
+            while let Some((record, size)) = decode(&bytes[at..]) {
+                last = record.lsn;
+                at += size;
+            }
+            if at < bytes.len() {
+                if i + 1 < found.len() {
+                    return Err(std::io::Error::other(format!(
+                        "write-behind log {} is damaged at byte {at} (not its tail)",
+                        path.display()
+                    )));
+                }
+                tracing::warn!(
+                    "write-behind log {}: cut a torn tail of {} bytes",
+                    path.display(),
+                    bytes.len() - at
+                );
+                OpenOptions::new()
+                    .write(true)
+                    .open(path)?
+                    .set_len(at as u64)?;
+            }
+            if at == 0 && last == 0 {
+                last = first.saturating_sub(1);
+            }
+            disk += at as u64;
+        }
+        let next = last + 1;
+        let (segment, size) = match found.last() {
+            Some((first, path)) => (*first, std::fs::metadata(path)?.len()),
+            None => (next, 0),
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(segment_name(segment)))?;
+        File::open(dir)?.sync_all()?;
+        Ok(Log {
+            dir: dir.to_path_buf(),
+            segment_max,
+            pending: Mutex::new(Pending {
+                buf: Vec::new(),
+                next,
+                first: next,
+            }),
+            writer: Mutex::new(Writer {
+                file: Arc::new(file),
+                segment,
+                size,
+                unsynced: Vec::new(),
+            }),
+            syncing: Mutex::new(()),
+            written: AtomicU64::new(last),
+            synced: AtomicU64::new(last),
+            disk_bytes: AtomicU64::new(disk),
+            pending_bytes: AtomicU64::new(0),
+            wake: (Mutex::new(()), Condvar::new()),
+        })
+    }
+
+    /// Numbers and buffers one record; returns its number. Quick (a copy under a lock): the
+    /// tap calls it under the key's shard lock.
+    pub fn append(&self, op: OpKind, key: &[u8], value: &[u8]) -> u64 {
+        let mut p = self.pending.lock();
+        let lsn = p.next;
+        p.next += 1;
+        let before = p.buf.len();
+        encode(&mut p.buf, lsn, now_micros(), op, key, value);
+        self.pending_bytes
+            .fetch_add((p.buf.len() - before) as u64, Relaxed);
+        lsn
+    }
+
+    /// Makes sure record `lsn` is in a file (written, maybe not yet fsynced): writes
+    /// everything pending unless another thread already did.
+    pub fn write_upto(&self, lsn: u64) -> std::io::Result<()> {
+        if self.written.load(Relaxed) >= lsn {
+            return Ok(());
+        }
+        let mut w = self.writer.lock();
+        if self.written.load(Relaxed) >= lsn {
+            return Ok(());
+        }
+        let (buf, first, last) = {
+            let mut p = self.pending.lock();
+            let first = p.first;
+            p.first = p.next;
+            (std::mem::take(&mut p.buf), first, p.next - 1)
+        };
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if w.size >= self.segment_max {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join(segment_name(first)))?;
+            let old = std::mem::replace(&mut w.file, Arc::new(file));
+            w.unsynced.push(old);
+            w.segment = first;
+            w.size = 0;
+        }
+        let result = (&*w.file).write_all(&buf);
+        if let Err(e) = result {
+            // The records stay numbered but unwritten: put them back so a later call retries.
+            let mut p = self.pending.lock();
+            let mut again = buf;
+            again.extend_from_slice(&p.buf);
+            p.buf = again;
+            p.first = first;
+            return Err(e);
+        }
+        w.size += buf.len() as u64;
+        self.pending_bytes.fetch_sub(buf.len() as u64, Relaxed);
+        self.disk_bytes.fetch_add(buf.len() as u64, Relaxed);
+        self.written.store(last, Relaxed);
+        drop(w);
+        self.wake.1.notify_all();
+        Ok(())
+    }
+
+    /// Fsyncs what is written; returns the last record number now on disk.
+    pub fn sync(&self) -> std::io::Result<u64> {
+        let _one = self.syncing.lock();
+        let (file, old, written) = {
+            let mut w = self.writer.lock();
+            (
+                w.file.clone(),
+                std::mem::take(&mut w.unsynced),
+                self.written.load(Relaxed),
+            )
+        };
+        if written <= self.synced.load(Relaxed) {
+            return Ok(written);
+        }
+        for f in old.iter().chain(std::iter::once(&file)) {
+            f.sync_data()?;
+        }
+        if !old.is_empty() {
+            File::open(&self.dir)?.sync_all()?;
+        }
+        self.synced.store(written, Relaxed);
+        Ok(written)
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written.load(Relaxed)
+    }
+
+    pub fn synced(&self) -> u64 {
+        self.synced.load(Relaxed)
+    }
+
+    /// The number of the last record numbered (written or not).
+    pub fn last(&self) -> u64 {
+        self.pending.lock().next - 1
+    }
+
+    /// Bytes the log holds: its files and its unwritten records.
+    pub fn bytes(&self) -> u64 {
+        self.disk_bytes.load(Relaxed) + self.pending_bytes.load(Relaxed)
+    }
+
+    /// Deletes the segments whose records are all at or before `done` (never the current one).
+    pub fn truncate(&self, done: u64) -> std::io::Result<()> {
+        let current = self.writer.lock().segment;
+        let found = segments(&self.dir)?;
+        for pair in found.windows(2) {
+            let ((_, path), (next_first, _)) = (&pair[0], &pair[1]);
+            if *next_first <= done + 1 && *next_first <= current {
+                let size = std::fs::metadata(path).map_or(0, |m| m.len());
+                std::fs::remove_file(path)?;
+                self.disk_bytes.fetch_sub(size, Relaxed);
+            }
+        }
+        self.wake.1.notify_all();
+        Ok(())
+    }
+
+    /// A reader from the start of the log.
+    pub fn reader(&self) -> Reader {
+        Reader {
+            dir: self.dir.clone(),
+            segment: None,
+            offset: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Waits (at most `timeout`) for a record after `lsn` to be written, or for `wake`.
+    pub fn wait_written(&self, lsn: u64, timeout: std::time::Duration) {
+        let mut g = self.wake.0.lock();
+        if self.written.load(Relaxed) > lsn {
+            return;
+        }
+        self.wake.1.wait_for(&mut g, timeout);
+    }
+}
+
+/// Reads records in order from the segment files (the flusher's position).
+pub struct Reader {
+    dir: PathBuf,
+    /// The segment read now: (first number, file).
+    segment: Option<(u64, File)>,
+    offset: u64,
+    buf: Vec<u8>,
+}
+
+/// Where a reader is: restored with [`Reader::seek`] to read a batch again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    segment: Option<u64>,
+    offset: u64,
+}
+
+impl Reader {
+    pub fn position(&self) -> Position {
+        Position {
+            segment: self.segment.as_ref().map(|(f, _)| *f),
+            offset: self.offset,
+        }
+    }
+
+    pub fn seek(&mut self, pos: Position) -> std::io::Result<()> {
+        // A segment deleted meanwhile held only records already applied: start from the
+        // oldest one left (the flusher skips what its checkpoint covers).
+        self.segment = match pos.segment {
+            Some(first) => match File::open(self.dir.join(segment_name(first))) {
+                Ok(file) => Some((first, file)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
+        self.offset = if self.segment.is_some() {
+            pos.offset
+        } else {
+            0
+        };
+        Ok(())
+    }
+
+    /// The next record at or before `upto` (a number known written), or None for now.
+    pub fn next(&mut self, upto: u64) -> std::io::Result<Option<Record>> {
+        loop {
+            if self.segment.is_none() {
+                let Some((first, path)) = segments(&self.dir)?.into_iter().next() else {
+                    return Ok(None);
+                };
+                self.segment = Some((first, File::open(path)?));
+                self.offset = 0;
+            }
+            let (first, file) = self.segment.as_ref().expect("opened above");
+            let first = *first;
+            let mut head = [0u8; 4];
+            let got = read_at_most(file, &mut head, self.offset)?;
+            if got == 4 {
+                let len = u32::from_le_bytes(head) as usize;
+                if len > MAX_RECORD + HEADER {
+                    return Err(std::io::Error::other("write-behind log: bad record length"));
+                }
+                self.buf.resize(8 + len, 0);
+                let got = read_at_most(file, &mut self.buf, self.offset)?;
+                if got == self.buf.len() {
+                    if let Some((record, size)) = decode(&self.buf) {
+                        if record.lsn > upto {
+                            return Ok(None);
+                        }
+                        self.offset += size as u64;
+                        return Ok(Some(record));
+                    }
+                }
+            }
+            // The end of this segment for now. A segment is complete once a newer one exists
+            // (the writer rotates before writing to the new one): go on there.
+            let newer = segments(&self.dir)?.into_iter().find(|(f, _)| *f > first);
+            match newer {
+                Some((f, path)) => {
+                    self.segment = Some((f, File::open(path)?));
+                    self.offset = 0;
+                }
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Skips records up to and including `done` (a checkpoint).
+    pub fn skip_to(&mut self, done: u64, upto: u64) -> std::io::Result<()> {
+        loop {
+            let pos = self.position();
+            match self.next(upto.max(done))? {
+                Some(r) if r.lsn <= done => continue,
+                Some(_) => return self.seek(pos),
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cairn-wblog-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn appends_reads_back_across_segments_and_reopens() {
+        let dir = temp("segments");
+        let log = Log::open(&dir, 100).unwrap();
+        for i in 0..50u64 {
+            let lsn = log.append(OpKind::String, format!("k{i}").as_bytes(), b"value");
+            assert_eq!(lsn, i + 1);
+            if i % 3 == 0 {
+                log.write_upto(lsn).unwrap();
+            }
+        }
+        log.write_upto(50).unwrap();
+        assert_eq!(log.sync().unwrap(), 50);
+        assert!(segments(&dir).unwrap().len() > 3);
+        let mut r = log.reader();
+        let mut seen = Vec::new();
+        while let Some(rec) = r.next(50).unwrap() {
+            seen.push(rec.lsn);
+        }
+        assert_eq!(seen, (1..=50).collect::<Vec<_>>());
+        log.truncate(30).unwrap();
+        drop(log);
+        let log = Log::open(&dir, 100).unwrap();
+        assert_eq!(log.last(), 50);
+        let mut r = log.reader();
+        r.skip_to(30, 50).unwrap();
+        assert_eq!(r.next(50).unwrap().unwrap().lsn, 31);
+        assert_eq!(log.append(OpKind::Delete, b"k", b""), 51);
+    }
+
+    #[test]
+    fn cuts_a_torn_tail() {
+        let dir = temp("torn");
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        log.append(OpKind::String, b"a", b"1");
+        log.append(OpKind::String, b"b", b"2");
+        log.write_upto(2).unwrap();
+        drop(log);
+        let (_, path) = segments(&dir).unwrap().pop().unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        assert_eq!(log.last(), 1);
+        assert_eq!(log.append(OpKind::String, b"b", b"3"), 2);
+        log.write_upto(2).unwrap();
+        let mut r = log.reader();
+        assert_eq!(r.next(9).unwrap().unwrap().value, b"1");
+        assert_eq!(r.next(9).unwrap().unwrap().value, b"3");
+    }
+}

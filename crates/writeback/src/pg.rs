@@ -1,0 +1,185 @@
+//! The PostgreSQL driver: the synchronous `postgres` client, no TLS. A batch is one
+//! simple-query script (one round trip): per row a data-modifying CTE does the version guard
+//! and the row write only when the guard let the change through; then the checkpoint.
+//! Values travel as quoted literals of unknown type, which PostgreSQL converts to each
+//! column's type, so the mapped table's columns may be of any type that accepts text input.
+
+use postgres::{Client, NoTls};
+
+use crate::config::MappingConfig;
+use crate::db::{columns, quoted, DbError, Driver, Row, RowChange};
+
+pub struct Postgres {
+    client: Client,
+}
+
+fn error(e: postgres::Error) -> DbError {
+    // A refusal of the data carries an SQLSTATE outside class 08 (connection), 57 (operator
+    // intervention: shutdown) and 53 (insufficient resources); anything else is the link.
+    let connection = match e.code() {
+        Some(code) => {
+            let c = code.code();
+            c.starts_with("08") || c.starts_with("57") || c.starts_with("53")
+        }
+        None => true,
+    };
+    let message = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    };
+    DbError {
+        message,
+        connection,
+    }
+}
+
+/// A text literal: standard_conforming_strings is on (set at connect), so only `'` doubles.
+fn literal(out: &mut String, v: &str) {
+    out.push('\'');
+    out.push_str(&v.replace('\'', "''"));
+    out.push('\'');
+}
+
+impl Postgres {
+    pub fn open(url: &str) -> Result<Postgres, DbError> {
+        let mut client = Client::connect(url, NoTls).map_err(error)?;
+        client
+            .batch_execute("SET standard_conforming_strings = on")
+            .map_err(error)?;
+        Ok(Postgres { client })
+    }
+
+    /// The statement that applies `row` if its guard lets it.
+    fn statement(out: &mut String, cfg: &MappingConfig, row: &Row) {
+        let table = quoted(&cfg.table);
+        let key = quoted(&cfg.key_column);
+        out.push_str("WITH g AS (INSERT INTO cairn_wb_version (mapping, key, version) VALUES (");
+        literal(out, &cfg.name);
+        out.push_str(", ");
+        literal(out, &row.id);
+        out.push_str(&format!(
+            ", {}) ON CONFLICT (mapping, key) DO UPDATE SET version = EXCLUDED.version \
+             WHERE cairn_wb_version.version < EXCLUDED.version RETURNING 1) ",
+            row.lsn
+        ));
+        match &row.change {
+            RowChange::Delete => {
+                out.push_str(&format!("DELETE FROM {table} WHERE {key} = "));
+                literal(out, &row.id);
+                out.push_str(" AND EXISTS (SELECT 1 FROM g);\n");
+            }
+            RowChange::Upsert(cols) => {
+                let names: Vec<String> = columns(cfg, cols).iter().map(|c| quoted(c)).collect();
+                out.push_str(&format!(
+                    "INSERT INTO {table} ({}) SELECT ",
+                    names.join(", ")
+                ));
+                literal(out, &row.id);
+                for (_, v) in cols {
+                    out.push_str(", ");
+                    literal(out, v);
+                }
+                let set: Vec<String> = names[1..]
+                    .iter()
+                    .map(|c| format!("{c} = EXCLUDED.{c}"))
+                    .collect();
+                if set.is_empty() {
+                    out.push_str(&format!(" FROM g ON CONFLICT ({key}) DO NOTHING;\n"));
+                } else {
+                    out.push_str(&format!(
+                        " FROM g ON CONFLICT ({key}) DO UPDATE SET {};\n",
+                        set.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+
+    fn checkpoint_statement(out: &mut String, mapping: &str, lsn: u64) {
+        out.push_str("INSERT INTO cairn_wb_checkpoint (mapping, lsn) VALUES (");
+        literal(out, mapping);
+        out.push_str(&format!(
+            ", {lsn}) ON CONFLICT (mapping) DO UPDATE SET lsn = EXCLUDED.lsn;\n"
+        ));
+    }
+}
+
+impl Driver for Postgres {
+    fn checkpoint(&mut self, mapping: &str) -> Result<u64, DbError> {
+        self.client
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS cairn_wb_checkpoint \
+                   (mapping TEXT PRIMARY KEY, lsn BIGINT NOT NULL); \
+                 CREATE TABLE IF NOT EXISTS cairn_wb_version \
+                   (mapping TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, \
+                    PRIMARY KEY (mapping, key));",
+            )
+            .map_err(error)?;
+        let rows = self
+            .client
+            .query(
+                "SELECT lsn FROM cairn_wb_checkpoint WHERE mapping = $1",
+                &[&mapping],
+            )
+            .map_err(error)?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
+    }
+
+    fn apply(
+        &mut self,
+        cfg: &MappingConfig,
+        rows: &[Row],
+        checkpoint: u64,
+    ) -> Result<u64, DbError> {
+        let mut script = String::from("BEGIN;\n");
+        for row in rows {
+            Self::statement(&mut script, cfg, row);
+        }
+        Self::checkpoint_statement(&mut script, &cfg.name, checkpoint);
+        script.push_str("COMMIT;");
+        // The simple query protocol runs the script as one implicit unit: an error aborts the
+        // transaction, and the session is left outside one (ROLLBACK is harmless then).
+        match self.client.batch_execute(&script) {
+            Ok(()) => Ok(rows.len() as u64),
+            Err(e) => {
+                let _ = self.client.batch_execute("ROLLBACK");
+                Err(error(e))
+            }
+        }
+    }
+
+    fn apply_each(
+        &mut self,
+        cfg: &MappingConfig,
+        rows: &[Row],
+        checkpoint: u64,
+    ) -> Result<(u64, Vec<(usize, String)>), DbError> {
+        self.client.batch_execute("BEGIN").map_err(error)?;
+        let mut refused = Vec::new();
+        let mut written = 0;
+        for (i, row) in rows.iter().enumerate() {
+            let mut s = String::from("SAVEPOINT cairn_row;\n");
+            Self::statement(&mut s, cfg, row);
+            s.push_str("RELEASE cairn_row;");
+            match self.client.batch_execute(&s) {
+                Ok(()) => written += 1,
+                Err(e) => {
+                    let e = error(e);
+                    if e.connection {
+                        let _ = self.client.batch_execute("ROLLBACK");
+                        return Err(e);
+                    }
+                    self.client
+                        .batch_execute("ROLLBACK TO SAVEPOINT cairn_row; RELEASE cairn_row")
+                        .map_err(error)?;
+                    refused.push((i, e.message));
+                }
+            }
+        }
+        let mut s = String::new();
+        Self::checkpoint_statement(&mut s, &cfg.name, checkpoint);
+        s.push_str("COMMIT;");
+        self.client.batch_execute(&s).map_err(error)?;
+        Ok((written, refused))
+    }
+}
