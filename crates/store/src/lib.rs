@@ -12,10 +12,10 @@ mod background;
 pub mod changes;
 #[cfg(test)]
 mod changes_tests;
-mod evict;
 pub mod collection;
 #[cfg(test)]
 mod collection_tests;
+mod evict;
 pub mod glob;
 pub mod hash;
 mod item;
