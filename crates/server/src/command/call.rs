@@ -221,31 +221,17 @@ pub fn call<'s, B: Body>(
         .args()
         .filter(|_| !command.has(flags::NOQUEUE | flags::SCRIPTING))
     {
+        // Several keys are locked together, found by the key specs (a key count) or by the
+        // table's fixed positions.
         Some(args) if command.has(flags::MOVABLE) => {
             let keys = movable_keys(command, args);
-            let mut locked = store.lock_keys(author, keys.iter().map(|&i| args.get(i)));
-            run(
-                shared,
-                conn,
-                out,
-                command,
-                body,
-                Db::Locked(&mut locked),
-                false,
-            );
+            let locked = store.lock_keys(author, keys.iter().map(|&i| args.get(i)));
+            run_locked(shared, conn, out, command, body, locked);
         }
         Some(args) if command.key_positions(args.len()).nth(1).is_some() => {
             let keys = command.key_positions(args.len()).map(|i| args.get(i));
-            let mut locked = store.lock_keys(author, keys);
-            run(
-                shared,
-                conn,
-                out,
-                command,
-                body,
-                Db::Locked(&mut locked),
-                false,
-            );
+            let locked = store.lock_keys(author, keys);
+            run_locked(shared, conn, out, command, body, locked);
         }
         _ => run(
             shared,
@@ -354,6 +340,26 @@ fn refuse<B: Body>(conn: &mut Conn, out: &mut Vec<u8>, msg: &[u8]) {
 
 /// Steps 3 to 5 of `call`, shared by every caller once the keyspace view is chosen.
 #[inline(always)]
+/// `run` on the keys `locked` holds, for a client's command.
+fn run_locked<'s, B: Body>(
+    shared: &'s Shared,
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    command: &'static Command,
+    body: &mut B,
+    mut locked: Locked<'s>,
+) {
+    run(
+        shared,
+        conn,
+        out,
+        command,
+        body,
+        Db::Locked(&mut locked),
+        false,
+    );
+}
+
 fn run<'s, B: Body>(
     shared: &'s Shared,
     conn: &mut Conn,

@@ -96,6 +96,18 @@ pub fn store(db: &mut Db<'_, '_>, key: &[u8], collection: Collection) -> Result<
     })
 }
 
+/// The optional count of LPOP / RPOP / ZPOPMIN / ZPOPMAX (argument 2): None without one.
+pub fn pop_count(ctx: &Ctx<'_, '_>) -> Result<Option<usize>, &'static [u8]> {
+    match ctx.argc() {
+        2 => Ok(None),
+        3 => match super::parse_i64(ctx.arg(2)) {
+            Some(n) if n >= 0 => Ok(Some(n as usize)),
+            _ => Err(b"ERR value is out of range, must be positive"),
+        },
+        _ => Err(super::SYNTAX),
+    }
+}
+
 /// Redis's start/stop indexes (negative from the end) over `len` items, as a half-open range;
 /// None when it selects nothing.
 pub fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {

@@ -91,16 +91,9 @@ pub fn pop_from(
 }
 
 fn pop(ctx: &mut Ctx<'_, '_>, end: End) {
-    if ctx.argc() > 3 {
-        return ctx.err(SYNTAX);
-    }
-    let count = if ctx.argc() == 3 {
-        match parse_i64(ctx.arg(2)) {
-            Some(n) if n >= 0 => Some(n as usize),
-            _ => return ctx.err(b"ERR value is out of range, must be positive"),
-        }
-    } else {
-        None
+    let count = match coll::pop_count(ctx) {
+        Ok(count) => count,
+        Err(msg) => return ctx.err(msg),
     };
     match (
         pop_from(&mut ctx.db, ctx.args.get(1), end, count.unwrap_or(1)),

@@ -5,7 +5,7 @@
 use store::collection::ZSet;
 use store::{Collection, Kind};
 
-use super::collections::{self as coll};
+use super::collections::{self as coll, Fail};
 use super::zsets::{as_zset, as_zset_mut, reply_pairs};
 use super::{parse_f64, parse_i64, Ctx, NOT_INTEGER, SYNTAX};
 
@@ -241,12 +241,14 @@ fn parse_request(
     })
 }
 
-fn range_reply(ctx: &mut Ctx<'_, '_>, fixed: Option<(By, bool)>) {
-    let request = match parse_request(ctx, 2, fixed, false) {
-        Ok(r) => r,
-        Err(msg) => return ctx.err(msg),
-    };
-    let result = coll::read(&mut ctx.db, ctx.args.get(1), Kind::ZSet, |c| {
+/// The (member, score) pairs `request` selects from the sorted set named by argument `key`
+/// (none when the key is missing).
+fn selected(
+    ctx: &mut Ctx<'_, '_>,
+    key: usize,
+    request: &Request,
+) -> Result<Vec<(Vec<u8>, f64)>, Fail> {
+    coll::read(&mut ctx.db, ctx.args.get(key), Kind::ZSet, |c| {
         c.map(|c| {
             select(
                 as_zset(c),
@@ -257,7 +259,15 @@ fn range_reply(ctx: &mut Ctx<'_, '_>, fixed: Option<(By, bool)>) {
             )
         })
         .unwrap_or_default()
-    });
+    })
+}
+
+fn range_reply(ctx: &mut Ctx<'_, '_>, fixed: Option<(By, bool)>) {
+    let request = match parse_request(ctx, 2, fixed, false) {
+        Ok(r) => r,
+        Err(msg) => return ctx.err(msg),
+    };
+    let result = selected(ctx, 1, &request);
     match result {
         Ok(pairs) => reply_pairs(ctx, &pairs, request.with_scores, true),
         Err(f) => f.reply(ctx),
@@ -288,18 +298,7 @@ pub fn zrangestore(ctx: &mut Ctx<'_, '_>) {
         Ok(r) => r,
         Err(msg) => return ctx.err(msg),
     };
-    let result = coll::read(&mut ctx.db, ctx.args.get(2), Kind::ZSet, |c| {
-        c.map(|c| {
-            select(
-                as_zset(c),
-                &request.range,
-                request.rev,
-                request.offset,
-                request.count,
-            )
-        })
-        .unwrap_or_default()
-    });
+    let result = selected(ctx, 2, &request);
     let pairs = match result {
         Ok(p) => p,
         Err(f) => return f.reply(ctx),

@@ -238,16 +238,9 @@ pub fn zrevrank(ctx: &mut Ctx<'_, '_>) {
 }
 
 fn pop(ctx: &mut Ctx<'_, '_>, max: bool) {
-    if ctx.argc() > 3 {
-        return ctx.err(SYNTAX);
-    }
-    let count = if ctx.argc() == 3 {
-        match parse_i64(ctx.arg(2)) {
-            Some(n) if n >= 0 => Some(n as usize),
-            _ => return ctx.err(b"ERR value is out of range, must be positive"),
-        }
-    } else {
-        None
+    let count = match coll::pop_count(ctx) {
+        Ok(count) => count,
+        Err(msg) => return ctx.err(msg),
     };
     let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::ZSet, false, |c| {
         let z = as_zset_mut(c);
