@@ -7,9 +7,13 @@ in the same run (issue 17's performance goal: no worse than Redis on any of them
 Each round starts cairn (--threads 1) then redis-server, loads a 10-member set and a 1000-member
 sorted set, and drives each command with redis-benchmark (-c 8 -P 16, 1000 random keys); the
 figure is the server's own CPU time (/proc/<pid>/task/*/schedstat) per request, median of 3.
+The table is printed and written to bench/results/collections_cpu.md, which names the commit.
 """
 import os, subprocess, sys, time, statistics
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as B  # noqa: E402
 
 CAIRN = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
@@ -51,7 +55,16 @@ for rnd in range(3):
             subprocess.run(["redis-benchmark", "-p", str(port), "-n", str(N), "-c", "8", "-P", "16", "-r", "1000", "-q"] + cmd, stdout=subprocess.DEVNULL)
             results.setdefault((name, kind), []).append((cpu_ns(p.pid) - c0) / N)
         p.terminate(); p.wait()
-print(f"{'command':24} {'cairn ns/op':>12} {'redis ns/op':>12} {'ratio':>7}")
+rows = []
 for name, _ in CASES:
     c = statistics.median(results[(name, 'cairn')]); r = statistics.median(results[(name, 'redis')])
-    print(f"{name:24} {c:12.0f} {r:12.0f} {c/r:7.2f}")
+    rows.append([name, f"{c:.0f}", f"{r:.0f}", f"{c / r:.2f}"])
+machine = B.machine_info()
+machine["cairn_binary"] = B.binary_info(CAIRN)
+page = (f"# Server CPU per op of collection commands (issue 17)\n\n"
+        f"`bench/collections_cpu.py {CAIRN} {N}` on {B.machine_line(machine)}.\n\n"
+        f"cairn `--threads 1` and redis-server in turns, 3 rounds; redis-benchmark -c 8 -P 16 over "
+        f"1000 random keys; server CPU ns per request, medians.\n\n"
+        + B.md_table(["command", "cairn ns/op", "redis ns/op", "cairn / redis"], rows) + "\n")
+print(page)
+(Path(__file__).resolve().parent / "results" / "collections_cpu.md").write_text(page)

@@ -7,17 +7,22 @@ Each server runs alone on a free port; a raw pipelined client sends `--requests`
 the lock-release script frameworks use (GET, compare, DEL: one read, sometimes a write) in
 batches of `--pipeline`, and the figure is the server's own CPU time (its threads' run time from
 /proc/<pid>/task/*/schedstat) per request, which depends little on the client's speed. Rounds
-alternate between the servers; the medians and the ratio cairn / redis are printed.
+alternate between the servers; the medians and the ratio cairn / redis are printed and written to
+bench/results/evalsha_cpu.md, which names the commit and the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import sys
 import statistics
 import subprocess
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as B  # noqa: E402
 
 SCRIPT = ('if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) '
           'else return 0 end')
@@ -122,6 +127,19 @@ def main():
     for k, v in got.items():
         print(f"{k:6} server CPU per SET+EVALSHA: median {med[k]:.2f} µs  (rounds: {', '.join(f'{x:.2f}' for x in v)})")
     print(f"ratio cairn / redis: {med['cairn'] / med['redis']:.2f}")
+    machine = B.machine_info()
+    machine["cairn_binary"] = B.binary_info(opts.cairn)
+    rows = [[k, f"{med[k]:.2f}", ", ".join(f"{x:.2f}" for x in got[k])] for k in ("cairn", "redis")]
+    page = (f"# Server CPU per EVALSHA (issue 17)\n\n"
+            f"`bench/evalsha_cpu.py --requests {opts.requests} --pipeline {opts.pipeline} --rounds "
+            f"{opts.rounds}` on {B.machine_line(machine)}.\n\n"
+            f"Each request is a SET plus an EVALSHA of the lock-release script frameworks use "
+            f"(`{SCRIPT}`), pipelined by {opts.pipeline}, one I/O thread each; the figure is the "
+            f"server's own CPU time per request (µs), median of the rounds.\n\n"
+            + B.md_table(["server", "µs CPU per SET + EVALSHA", "rounds"], rows)
+            + f"\n\nRatio cairn / redis: **{med['cairn'] / med['redis']:.2f}**.\n")
+    out = Path(__file__).resolve().parent / "results"
+    (out / "evalsha_cpu.md").write_text(page)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,10 @@ impl ChangeTap for Taps {
             self.tracking.changed(changes);
         }
         if self.store.listening(Listener::WriteBack) {
-            for c in changes {
+            // The server's own writes are not the application's: records loaded from a
+            // snapshot (already in the database, or in the write-behind log) must not be
+            // written back again, and are not made by a command that commits a log.
+            for c in changes.iter().filter(|c| c.author != store::Author::SERVER) {
                 match c.kind {
                     ChangeKind::Set(item) => {
                         let op = match item.kind() {
