@@ -271,6 +271,10 @@ def test_redis_py_pubsub_both_protocols(server, r):
         p = c.pubsub(ignore_subscribe_messages=True)
         p.subscribe("rp")
         p.psubscribe("rp.*")
+        # redis-py sends SUBSCRIBE without waiting for its reply, and PUBLISH comes on another
+        # connection (another I/O thread): wait until the server has both subscriptions.
+        wait_until(lambda: r.pubsub_numsub("rp") == [(b"rp", 1)] and r.pubsub_numpat() == 1,
+                   msg="subscribed")
         assert r.publish("rp", "one") == 1
         assert r.publish("rp.x", "two") == 1
         got = []
