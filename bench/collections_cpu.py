@@ -14,6 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as B  # noqa: E402
+from cpu_ab import cpu_ns  # noqa: E402
 
 CAIRN = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
@@ -26,12 +27,6 @@ CASES = [
     ("LPOP", ["LPOP", "l:__rand_int__"]),
 ]
 
-def cpu_ns(pid):
-    t = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try: t += int((task / "schedstat").read_text().split()[0])
-        except Exception: pass
-    return t
 
 def start(kind, port):
     if kind == "cairn":
