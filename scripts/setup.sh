@@ -2,7 +2,8 @@
 # Installs what the test suite needs, only where it is missing (idempotent):
 #   - Debian packages: redis-server redis-tools memcached libmemcached-tools netcat-openbsd
 #   - php-cli php-redis (phpredis, for tests/php) when php or its redis extension is missing
-#   - php-symfony-cache php-laravel-framework (tests/test_frameworks_php.py) when missing
+#   - php-symfony-cache php-laravel-framework php-psr-simple-cache (tests/test_frameworks_php.py,
+#     tests/test_php_drivers.py: clients/php) when missing
 #   - postgresql (the thesis study, studies/thesis, starts its own cluster) when initdb is missing
 #   - a Python virtual environment at .venv with the pins from requirements-test.txt
 #   - the cairn Python client (clients/python) installed there in editable mode
@@ -66,6 +67,8 @@ php_has() { command -v php >/dev/null 2>&1 && php -r "exit(stream_resolve_includ
 frameworks=()
 php_has Symfony/Component/Cache/autoload.php || frameworks+=(php-symfony-cache)
 php_has Illuminate/Cache/autoload.php || frameworks+=(php-laravel-framework)
+# PSR-16 for Symfony's Psr16Cache (clients/php's tests, tests/test_php_drivers.py)
+php_has Psr/SimpleCache/autoload.php || frameworks+=(php-psr-simple-cache)
 if [ "${#frameworks[@]}" -gt 0 ]; then
     apt_install "${frameworks[@]}" || log "could not install ${frameworks[*]}; the framework tests will skip"
 fi
