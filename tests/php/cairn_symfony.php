@@ -115,14 +115,14 @@ step('too_many_tags', fn() => save($cache, 'crowded', 1, array_map(fn($i) => "t$
 
 // --- deferred saves ---
 step('deferred', function () use ($cache, $side) {
-    // (getItem() commits what is deferred, as in Symfony: take the items first)
-    ['d1' => $d1, 'd2' => $d2, 'd3' => $d3] = $cache->getItems(['d1', 'd2', 'd3']);
-    $cache->saveDeferred($d1->set(1)->tag('batch'));
-    $cache->saveDeferred($d2->set(2)->tag('batch'));
-    $cache->saveDeferred($d3->set(3));
+    $cache->saveDeferred($cache->getItem('d1')->set(1)->tag('batch'));
+    $cache->saveDeferred($cache->getItem('d2')->set(2)->tag('batch'));
+    $cache->saveDeferred($cache->getItem('d3')->set(3));
     $before = $side->exists('app:d1', 'app:d2', 'app:d3');
-    $seen = $cache->getItem('d2')->get();      // a read commits the deferred items first
-    return [$before, $seen, $side->exists('app:d1', 'app:d2', 'app:d3')];
+    $other = $cache->hasItem('d9');            // another key: nothing committed yet
+    $still = $side->exists('app:d1', 'app:d2', 'app:d3');
+    $seen = $cache->getItem('d2')->get();      // reading a deferred item commits them first
+    return [$before, $other, $still, $seen, $side->exists('app:d1', 'app:d2', 'app:d3')];
 });
 step('deferred_invalidate', function () use ($cache) {
     $cache->saveDeferred($cache->getItem('d4')->set(4)->tag('batch'));
@@ -130,11 +130,10 @@ step('deferred_invalidate', function () use ($cache) {
     return array_map(fn($k) => $cache->hasItem($k), ['d1', 'd2', 'd3', 'd4']);
 });
 step('commit', function () use ($cache, $side) {
-    $items = $cache->getItems(['c1', 'c2', 'c3', 'c4', 'c5']);
-    $side->rawCommand('CONFIG', 'RESETSTAT');
-    foreach ($items as $key => $item) {
-        $cache->saveDeferred($item->set($key)->tag('page.9'));
+    foreach (range(1, 5) as $i) {
+        $cache->saveDeferred($cache->getItem("c$i")->set($i)->tag('page.9'));
     }
+    $side->rawCommand('CONFIG', 'RESETSTAT');
     $ok = $cache->commit();
     return [$ok, commandstats($side), (int)$side->rawCommand('TAG.COUNT', 'WHERE', '1', '=', '9')];
 });

@@ -29,7 +29,8 @@ use Symfony\Contracts\Cache\TagAwareCacheInterface;
  *  - invalidateTags(['page:5']) is one TAG.DEL WHERE 1 = 5 (several tags: their TAG.DELs in one
  *    atomic MULTI/EXEC, one round trip); no tag sets or tag versions exist to leak or race;
  *  - clear() is one TAG.DEL of the namespace's tag;
- *  - commit() of deferred items is one pipelined round trip of TAG.SETs.
+ *  - commit() of deferred items is one pipelined round trip of TAG.SETs (reading a deferred
+ *    item commits first, as Symfony's adapters do).
  *
  * PSR-6 is this class; PSR-16 is Symfony's Psr16Cache wrapped around it; the contracts'
  * get($key, $callback) comes from Symfony's CacheTrait. Connection errors are logged and read
@@ -109,11 +110,13 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
     /** @return array<string, CacheItem> */
     public function getItems(array $keys = []): iterable
     {
+        $commit = false;
         foreach ($keys as $key) {
             CacheItem::validateKey($key);
+            $commit = $commit || isset($this->deferred[$key]);
         }
-        if ($this->deferred) {
-            $this->commit();
+        if ($commit) {
+            $this->commit();   // a deferred item asked for is written first, as in Symfony
         }
         $items = [];
         if (!$keys) {
@@ -147,7 +150,7 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
     public function hasItem(mixed $key): bool
     {
         CacheItem::validateKey($key);
-        if ($this->deferred) {
+        if (isset($this->deferred[$key])) {
             $this->commit();
         }
         try {
