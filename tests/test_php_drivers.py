@@ -158,3 +158,40 @@ def test_laravel_store(server, r):
     # a hashed tag is found by any client that applies the documented rule
     assert out["hashed"] is True
     assert r.execute_command("TAG.COUNT", "WHERE", HASHED_TYPE, "=", name_hash("newsletter")) == 1
+
+
+# --- the READMEs' examples, as shipped ----------------------------------------------------
+
+EXAMPLE_OUTPUT = [
+    "page 5 for user 42: rendered p5.header, p5.u42.sidebar",
+    "page 7 for user 42: rendered p7.header, p7.u42.sidebar",
+    "page 5 for user 42: all fragments from the cache",
+    "page 5 fragments on the server: 2",
+    None,                                   # the invalidation's own line
+    "page 5 fragments on the server: 0",
+    "page 5 for user 42: rendered p5.header, p5.u42.sidebar",
+    "page 7 for user 42: all fragments from the cache",
+    None,
+    "page 7 for user 42: rendered p7.u42.sidebar",
+]
+
+
+@pytest.mark.parametrize("example, include", [
+    ("symfony_fragments.php", "Symfony/Component/Cache/autoload.php"),
+    ("laravel_fragments.php", "Illuminate/Cache/autoload.php"),
+])
+def test_fragment_examples(server, r, example, include):
+    php = php_with(include)
+    path = Path(__file__).resolve().parent.parent / "clients" / "php" / "examples" / example
+    done = subprocess.run([php, str(path), str(server.port)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(EXAMPLE_OUTPUT), lines
+    for line, want in zip(lines, EXAMPLE_OUTPUT):
+        assert want is None or line == want, lines
+    # what is left: page 5's header (its sidebar went with user 42), page 7's header and
+    # its sidebar rendered again
+    assert r.execute_command("TAG.COUNT", "WHERE", 1, "=", 5) == 1
+    assert r.execute_command("TAG.COUNT", "WHERE", 1, "=", 7) == 2
+    assert r.execute_command("TAG.COUNT", "WHERE", 2, "=", 42) == 1
