@@ -111,6 +111,9 @@ def test_symfony_adapter(server, r):
     # clear(): one TAG.DEL of the namespace tag; other namespaces and foreign keys stay
     assert out["clear"] == [True, {"tag.del": 1}, False, False, "kept", 1]
     assert out["clear_prefix"] == [True, False, False, True]
+    # a connection with OPT_PREFIX and a serializer
+    assert out["connection_prefix"] == [True, 1, [[NAMESPACE_TYPE, name_hash("pfx_ns")], [1, 5]],
+                                        "v", True, False]
     # the page-fragment example: page 5's two fragments gone with exactly one TAG.DEL
     before, ok, stats, left = out["fragments"]
     assert (before, ok, stats, left) == (2, True, {"tag.del": 1}, [False, False, True])
@@ -149,6 +152,11 @@ def test_laravel_store(server, r):
     # locks: owner, lifetime, a stranger cannot release, restoreLock, block
     assert out["lock"] == [True, True, False, False, True, True, True]
     assert out["lock_restore_block"] == [True, "ran"]
+    # a store on a Laravel Redis connection with OPT_PREFIX and a serializer: keys carry the
+    # connection's prefix, values are the store's own (the serializer is not applied twice)
+    other_ns = [NAMESPACE_TYPE, name_hash("laravel_database_other")]
+    assert out["connection_prefix"] == [True, ["v"], False, 2, True, "tagged", 1, [other_ns],
+                                        [True, 1, True], True, {"k": None, "n": "2"}]
     # Cache::flush(): one TAG.DEL; other prefixes, foreign keys and held locks stay
     assert out["flush"] == [True, {"tag.del": 1}, None, None, "2", 1, False, True]
     # the page-fragment example: page 5's two fragments gone with exactly one TAG.DEL

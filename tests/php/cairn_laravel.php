@@ -39,8 +39,11 @@ $app['config'] = new Config([
         ],
     ],
 ]);
+// Like config/database.php's default: the connection prefixes keys (phpredis OPT_PREFIX),
+// here with a serializer too; the store's raw commands must honour the one, ignore the other.
 $app['redis'] = new RedisManager($app, 'phpredis', [
-    'cache' => ['host' => '127.0.0.1', 'port' => $port, 'database' => 0, 'read_timeout' => 5],
+    'cache' => ['host' => '127.0.0.1', 'port' => $port, 'database' => 0, 'read_timeout' => 5,
+                'prefix' => 'laravel_database_', 'serializer' => Redis::SERIALIZER_PHP],
 ]);
 $app['cache'] = new CacheManager($app);
 Facade::setFacadeApplication($app);
@@ -134,6 +137,19 @@ step('lock_restore_block', function () {
     $restored = Cache::restoreLock('report', $owner)->release();   // another process releases it
     $blocked = Cache::lock('report', 5)->block(1, fn() => 'ran');
     return [$restored, $blocked];
+});
+
+// --- a store on a Laravel Redis connection with OPT_PREFIX and a serializer ---
+step('connection_prefix', function () use ($side) {
+    $other = Cache::store('other');
+    $r = [$other->put('k', ['v'], 60), $other->get('k'), $other->add('k', 'no', 60), $other->increment('n', 2),
+          $other->tags(['people'])->put('t', 'tagged', 60), $other->tags(['people'])->get('t'),
+          $side->exists('laravel_database_other:k'), $side->rawCommand('TAG.OF', 'laravel_database_other:k')];
+    $lock = $other->lock('job', 10);
+    $r[] = [$lock->get(), $side->exists('laravel_database_other:job'), $lock->release()];
+    $r[] = $other->forget('k');
+    $r[] = $other->many(['k', 'n']);
+    return $r;
 });
 
 // --- Cache::flush(): this prefix's records only; locks and other prefixes stay ---

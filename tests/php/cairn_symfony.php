@@ -186,6 +186,18 @@ step('clear_prefix', function () use ($cache) {
     return [$cache->clear('p.'), $cache->hasItem('p.a'), $cache->hasItem('p.b'), $cache->hasItem('q')];
 });
 
+// --- a connection with phpredis's OPT_PREFIX and a serializer: keys get the prefix, values
+// are the adapter's own ---
+step('connection_prefix', function () use ($port, $side, $kinds) {
+    $prefixed = new Redis();
+    $prefixed->connect('127.0.0.1', $port, 5.0);
+    $prefixed->setOption(Redis::OPT_PREFIX, 'pfx_');
+    $prefixed->setOption(Redis::OPT_SERIALIZER, Redis::SERIALIZER_PHP);
+    $pool = new CairnTagAwareAdapter($prefixed, 'ns', 0, $kinds);
+    return [save($pool, 'k', 'v', ['page.5']), $side->exists('pfx_ns:k'), $side->rawCommand('TAG.OF', 'pfx_ns:k'),
+            $pool->getItem('k')->get(), $pool->clear(), $pool->hasItem('k')];
+});
+
 // --- the page-fragment example: page 5's fragments expire with one TAG.DEL ---
 step('fragments', function () use ($cache, $side) {
     save($cache, 'frag.header', '<header>..</header>', ['page.5'], 3600);

@@ -24,6 +24,29 @@ final class TagCommands
         return $this->redis;
     }
 
+    /**
+     * The key prefix of a namespace on this connection: phpredis's OPT_PREFIX (Laravel's
+     * connections set one), then "<namespace>:". The drivers send every command with
+     * rawCommand(), which applies neither OPT_PREFIX nor OPT_SERIALIZER, so they add the
+     * prefix themselves and the connection's serializer does not touch their values.
+     */
+    public function keyPrefix(string $namespace): string
+    {
+        return (string) $this->redis->_prefix('') . ($namespace === '' ? '' : $namespace . ':');
+    }
+
+    /** The namespace whose tag marks a namespace's records: OPT_PREFIX, then the namespace. */
+    public function namespaceName(string $namespace): string
+    {
+        return (string) $this->redis->_prefix('') . $namespace;
+    }
+
+    /** One command, as it is: no OPT_PREFIX, no serializer. */
+    public function call(string ...$args): mixed
+    {
+        return $this->redis->rawCommand(...$args);
+    }
+
     public function lastError(): ?string
     {
         return $this->lastError;

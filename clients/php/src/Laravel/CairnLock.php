@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Cairn\Cache\Laravel;
 
+use Cairn\Cache\TagCommands;
 use Illuminate\Cache\Lock;
 use Illuminate\Cache\LuaScripts;
 
@@ -14,30 +15,30 @@ use Illuminate\Cache\LuaScripts;
  */
 class CairnLock extends Lock
 {
-    public function __construct(private \Redis $redis, $name, $seconds, $owner = null)
+    public function __construct(private TagCommands $commands, $name, $seconds, $owner = null)
     {
         parent::__construct($name, $seconds, $owner);
     }
 
     public function acquire()
     {
-        $options = $this->seconds > 0 ? ['NX', 'EX' => $this->seconds] : ['NX'];
+        $expiry = $this->seconds > 0 ? ['EX', (string) $this->seconds] : [];
 
-        return $this->redis->set($this->name, $this->owner, $options) === true;
+        return $this->commands->call('SET', $this->name, (string) $this->owner, 'NX', ...$expiry) === true;
     }
 
     public function release()
     {
-        return (bool) $this->redis->eval(LuaScripts::releaseLock(), [$this->name, $this->owner], 1);
+        return (bool) $this->commands->call('EVAL', LuaScripts::releaseLock(), '1', $this->name, (string) $this->owner);
     }
 
     public function forceRelease()
     {
-        $this->redis->del($this->name);
+        $this->commands->call('DEL', $this->name);
     }
 
     protected function getCurrentOwner()
     {
-        return $this->redis->get($this->name);
+        return $this->commands->call('GET', $this->name);
     }
 }

@@ -48,8 +48,8 @@ LUA;
     {
         $this->commands = new TagCommands($redis);
         $this->tags = $tags ?? new TagRegistry();
-        $this->prefix = $prefix === '' ? '' : $prefix . ':';
-        $this->recordTags = [$this->tags->namespaceTag($prefix)];
+        $this->prefix = $this->commands->keyPrefix($prefix);
+        $this->recordTags = [$this->tags->namespaceTag($this->commands->namespaceName($prefix))];
     }
 
     /** The phpredis connection. */
@@ -91,7 +91,7 @@ LUA;
 
     public function get($key)
     {
-        $value = $this->redis()->get($this->prefix . $key);
+        $value = $this->commands->call('GET', $this->prefix . $key);
 
         return $value === false ? null : $this->unserialize($value);
     }
@@ -101,7 +101,7 @@ LUA;
         if (!$keys) {
             return [];
         }
-        $values = $this->redis()->mget(array_map(fn($k) => $this->prefix . $k, $keys));
+        $values = $this->commands->call('MGET', ...array_map(fn($k) => $this->prefix . $k, array_values($keys)));
         $out = [];
         foreach (array_values($keys) as $i => $key) {
             $out[$key] = ($values[$i] ?? false) === false ? null : $this->unserialize($values[$i]);
@@ -132,7 +132,7 @@ LUA;
     {
         $args = array_slice(TagCommands::setArgs($this->prefix . $key, $this->serialize($value), max(1, (int) $seconds) * 1000, $this->recordTags), 2);
 
-        return (bool) $this->redis()->eval(self::ADD_SCRIPT, [$this->prefix . $key, ...$args], 1);
+        return (bool) $this->commands->call('EVAL', self::ADD_SCRIPT, '1', $this->prefix . $key, ...$args);
     }
 
     /**
@@ -149,7 +149,7 @@ LUA;
         }
         $redis->pipeline();
         $redis->multi();
-        $redis->incrBy($id, (int) $value);
+        $redis->rawCommand('INCRBY', $id, (string) (int) $value);
         $redis->rawCommand('TAG.ADD', $id, ...$tagArgs);
         $redis->exec();
         $replies = $redis->exec();
@@ -170,7 +170,7 @@ LUA;
 
     public function forget($key)
     {
-        return (bool) $this->redis()->del($this->prefix . $key);
+        return (bool) $this->commands->call('DEL', $this->prefix . $key);
     }
 
     /**
@@ -184,7 +184,7 @@ LUA;
 
     public function lock($name, $seconds = 0, $owner = null)
     {
-        return new CairnLock($this->redis(), $this->prefix . $name, (int) $seconds, $owner);
+        return new CairnLock($this->commands, $this->prefix . $name, (int) $seconds, $owner);
     }
 
     public function restoreLock($name, $owner)

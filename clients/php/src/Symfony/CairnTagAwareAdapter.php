@@ -56,7 +56,8 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
     private static ?\Closure $itemParts = null;
 
     /**
-     * @param string $namespace prefix of the keys ("<namespace>:<key>"; empty: bare keys)
+     * @param string $namespace prefix of the keys ("<namespace>:<key>"; empty: bare keys), after
+     *                          the connection's OPT_PREFIX if it has one
      * @param int $defaultLifetime seconds for items without an expiry; 0 = no expiry
      * @param TagMapper|null $tags tag names to typed tags; default: a TagRegistry without kinds
      *                             (every name hashed into TagRegistry::HASHED_TYPE)
@@ -74,8 +75,8 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
         $this->commands = new TagCommands($redis);
         $this->tags = $tags ?? new TagRegistry();
         $this->marshaller = $marshaller ?? new DefaultMarshaller();
-        $this->prefix = $namespace === '' ? '' : $namespace . ':';
-        $this->namespaceTag = $this->tags->namespaceTag($namespace);
+        $this->prefix = $this->commands->keyPrefix($namespace);
+        $this->namespaceTag = $this->tags->namespaceTag($this->commands->namespaceName($namespace));
 
         self::$createItem ??= \Closure::bind(
             static function (string $key, mixed $value, bool $isHit): CacheItem {
@@ -124,7 +125,10 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
         }
         $ids = array_map(fn($k) => $this->prefix . $k, $keys);
         try {
-            $values = count($ids) === 1 ? [$this->commands->redis()->get($ids[0])] : $this->commands->redis()->mget($ids);
+            $values = count($ids) === 1 ? [$this->commands->call('GET', $ids[0])] : $this->commands->call('MGET', ...$ids);
+            if (!is_array($values)) {
+                throw new \RedisException((string) $this->commands->redis()->getLastError());
+            }
         } catch (\RedisException $e) {
             $this->warn('Failed to fetch items: {message}', $e->getMessage());
             $values = array_fill(0, count($ids), false);
@@ -154,7 +158,7 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
             $this->commit();
         }
         try {
-            return (bool) $this->commands->redis()->exists($this->prefix . $key);
+            return (bool) $this->commands->call('EXISTS', $this->prefix . $key);
         } catch (\RedisException $e) {
             $this->warn('Failed to check key "{key}": {message}', $e->getMessage(), $key);
 
@@ -171,15 +175,14 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
                 return $this->commands->deleteGroups([$this->namespaceTag]) !== false
                     || $this->warn('Failed to clear the cache: {message}', (string) $this->commands->lastError());
             }
-            $redis = $this->commands->redis();
             $pattern = addcslashes($this->prefix . $prefix, '*?[]\\') . '*';
-            $cursor = null;
+            $cursor = '0';
             do {
-                $keys = $redis->scan($cursor, $pattern, 1000);
+                [$cursor, $keys] = $this->commands->call('SCAN', $cursor, 'MATCH', $pattern, 'COUNT', '1000') ?: ['0', []];
                 if ($keys) {
-                    $redis->del($keys);
+                    $this->commands->call('DEL', ...$keys);
                 }
-            } while ($cursor);
+            } while ($cursor !== '0');
 
             return true;
         } catch (\RedisException $e) {
@@ -202,7 +205,7 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
             return true;
         }
         try {
-            $this->commands->redis()->del(array_map(fn($k) => $this->prefix . $k, array_values($keys)));
+            $this->commands->call('DEL', ...array_map(fn($k) => $this->prefix . $k, array_values($keys)));
 
             return true;
         } catch (\RedisException $e) {
@@ -269,7 +272,7 @@ final class CairnTagAwareAdapter implements TagAwareAdapterInterface, TagAwareCa
         }
         try {
             if ($expired) {
-                $this->commands->redis()->del($expired);
+                $this->commands->call('DEL', ...$expired);
             }
             foreach ($this->commands->setMany($records) as $i => $stored) {
                 if (!$stored) {
