@@ -147,6 +147,7 @@ def test_laravel_store(server, r):
     assert out["tags_put"] == [True, True, True]
     assert out["tags_get"] == ["John", "John the author", None, "Anne"]
     assert out["tags_flush"] == [True, None, None, "Anne"]
+    assert out["tags_none_flush"] == [True, "Anne", "first"]   # no tags: nothing to flush
     assert out["tags_add_increment"] == [True, False, 1, 3, None, None]
     assert out["tags_many"] == {"k1": "v1", "k2": "v2", "k3": None}
     # locks: owner, lifetime, a stranger cannot release, restoreLock, block

@@ -108,6 +108,7 @@ step('tags_flush', fn() => [
     Cache::tags(['authors'])->get('john'),
     Cache::tags(['people'])->get('anne'),
 ]);
+step('tags_none_flush', fn() => [Cache::tags([])->flush(), Cache::tags(['people'])->get('anne'), Cache::get('once')]);
 step('tags_add_increment', function () {
     $t = Cache::tags(['stats']);
     $r = [$t->add('visits_since', 'monday', 60), $t->add('visits_since', 'tuesday', 60), $t->increment('visits'), $t->increment('visits', 2)];

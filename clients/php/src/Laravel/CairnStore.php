@@ -41,8 +41,8 @@ LUA;
     protected string $prefix;
     /** @var list<array{0: int, 1: int}> the namespace tag, then the tags of Cache::tags() */
     protected array $recordTags;
-    /** @var list<array{0: int, 1: int}> the tags a flush() removes (none: the namespace) */
-    protected array $flushTags = [];
+    /** @var list<array{0: int, 1: int}>|null the tags a flush() removes (null: the namespace) */
+    protected ?array $flushTags = null;
 
     public function __construct(\Redis $redis, string $prefix = '', ?TagMapper $tags = null)
     {
@@ -179,7 +179,7 @@ LUA;
      */
     public function flush()
     {
-        return $this->commands->deleteGroups($this->flushTags ?: [$this->recordTags[0]]) !== false;
+        return $this->commands->deleteGroups($this->flushTags ?? [$this->recordTags[0]]) !== false;
     }
 
     public function lock($name, $seconds = 0, $owner = null)
