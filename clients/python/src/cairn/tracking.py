@@ -156,6 +156,7 @@ class TrackingHub:
         self.listener_id: Optional[int] = None
         self._sync_prefix = _SYNC_ROOT + b"0:"
         self.registrar_id: Optional[int] = None
+        self._covered: Tuple[bytes, ...] = ()  # the prefixes the current registrar tracks
         self.generation = 0
         self.last_error: Optional[BaseException] = None
 
@@ -177,7 +178,10 @@ class TrackingHub:
             self._caches = self._caches + ((prefix, near),)
             if self._ready.is_set():
                 try:
-                    self._rebuild_registrar()
+                    # A namespace the registrar already covers needs no new registration (a
+                    # cache created per request must not cost a connection each time).
+                    if not any(prefix.startswith(p) for p in self._covered):
+                        self._rebuild_registrar()
                     near.set_enabled(True)
                 except Exception as e:  # the hub thread reconnects and covers it then
                     log.warning("cairn: could not extend tracking to %r: %s", namespace, e)
@@ -307,6 +311,7 @@ class TrackingHub:
             reg.disconnect()
             raise
         old, self._registrar, self.registrar_id = self._registrar, reg, rid
+        self._covered = tuple(prefixes)
         if old is not None:
             old.disconnect()
 
@@ -388,6 +393,7 @@ class TrackingHub:
             barriers, self._barriers = self._barriers, {}
         with self._state_lock:
             reg, self._registrar = self._registrar, None
+            self._covered = ()
         for fut in barriers.values():
             if not fut.done():
                 fut.set_result(False)
