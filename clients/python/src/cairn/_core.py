@@ -140,7 +140,8 @@ class CacheCore(Generic[T]):
         if peers is not None and near is not None:
             peers.add(near)
         self.now_ms = wall_ms  # unix ms, for soft expiries; injectable for tests
-        self.monotonic = monotonic = ttl_ms(lease_ttl) or 5000
+        self.monotonic = monotonic
+        self.lease_ms = ttl_ms(lease_ttl) or 5000
         wait_ms = ttl_ms(lease_wait) if lease_wait is not None else self.lease_ms
         self.lease_wait = (wait_ms or 0) / 1000.0
         self.poll_interval = float(poll_interval)

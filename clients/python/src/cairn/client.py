@@ -164,6 +164,8 @@ class Client:
                 timeout = timeout if timeout is not None else max(1.0, 2 * interval)
                 factory = connection_factory(pool.connection_class, pool.connection_kwargs, timeout)
                 self._hub = TrackingHub(factory, health_interval=interval, health_timeout=timeout)
+                # The stream reconnecting proves the server is back: close the breaker at once.
+                self._hub.on_connect = self.breaker.success
             return self._hub
 
     def _drive(self, flow: Generator[Any, Any, R], fetch: Optional[Callable[[], Any]] = None) -> R:

@@ -136,6 +136,8 @@ class TrackingHub:
         self.stats = HubStats()
         #: called with the key list (None = flush everything) of each invalidation, on the hub thread
         self.on_invalidation: Optional[Callable[[Optional[List[bytes]]], None]] = None
+        #: called (on the hub thread) each time the stream is (re)established: the server is up
+        self.on_connect: Optional[Callable[[], None]] = None
         self._caches: Tuple[Tuple[bytes, NearCache], ...] = ()
         self._init_runtime()
         _HUBS.add(self)
@@ -292,6 +294,9 @@ class TrackingHub:
                 near.set_enabled(True)
             self.stats.connects += 1
             self._ready.set()
+        cb = self.on_connect
+        if cb is not None:
+            cb()
 
     def _rebuild_registrar(self) -> None:
         """A registrar covering every registered prefix; replaces the old one (caller holds the
