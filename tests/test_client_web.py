@@ -349,3 +349,40 @@ def test_json_is_decoded_once(client, plain):
     c = client.cache("j")
     plain.set("j:k", json.dumps({"a": 1}))
     assert c.get("k") == {"a": 1}
+
+
+def test_async_client_fails_open_and_shares_read_your_writes(srv, client):
+    async def main():
+        sock, port = _silent_port()
+        try:
+            dead = cairn.AsyncClient(HOST, port, breaker_interval=60)
+            c = await dead.cache("adead", near=False, on_error="fetch")
+            t0 = time.monotonic()
+            assert await c.get("k", "d") == "d"
+            assert await c.get_or_fetch("k", lambda: "db") == "db"
+            assert await c.add("k", 1) is False
+            assert time.monotonic() - t0 < 1.5
+            with pytest.raises(CacheUnavailable):
+                await c.delete("k")
+            await dead.aclose()
+        finally:
+            sock.close()
+        live = cairn.AsyncClient(HOST, srv.port, health_interval=0.2)
+        try:
+            a = await live.cache("aryw")
+            s = client.cache("aryw")
+            for i in range(50):
+                await a.get("k")
+                s.set("k", i)  # a sync write in the same process: the async near cache drops it
+                assert await a.get("k") == i
+                await a.set("k", -i)
+                assert s.get("k") == -i
+            await a.set_many({"x": 1})
+            assert await a.incr("x", 2) == 3 and await a.decr("x") == 2
+            assert await a.touch("x", 5) is True
+            assert await a.delete_many(["x"]) == 1
+        finally:
+            await live.aclose()
+
+    import asyncio
+    asyncio.run(main())
