@@ -386,3 +386,22 @@ def test_async_client_fails_open_and_shares_read_your_writes(srv, client):
 
     import asyncio
     asyncio.run(main())
+
+
+@cairn_only
+def test_reply_types_follow_the_protocol(client):
+    """The README's statement: the protocol is redis-py's default unless protocol= is given
+    (RESP2 before redis-py 8, RESP3 from 8 on); SQL reals are bytes over RESP2, floats over
+    RESP3; keys and values are bytes either way. Runs with both redis-py releases
+    (tests/test_client_redis_newest.py)."""
+    default = 3 if int(redis.__version__.split(".")[0]) >= 8 else 2
+    for protocol, c in ((default, client), (2, cairn.Client(HOST, client.endpoint[1], protocol=2)),
+                        (3, cairn.Client(HOST, client.endpoint[1], protocol=3))):
+        r = c.sql_query("SELECT ? AS i, ? AS r, ? AS t, ? AS b, ? AS n", 5, 0.5, "x", b"\xff", None)
+        assert r.rows == [(5, 0.5 if protocol == 3 else b"0.5", b"x", b"\xff", None)], protocol
+        c.tag_set("rt", "v", tags=[(9, 1)])
+        assert c.tag_get(where(9) == 1).items == {b"rt": b"v"}
+        assert c.tag_keys(where(9) == 1).items == [b"rt"]
+        assert c.redis.get("rt") == b"v"
+        if c is not client:
+            c.close()
