@@ -40,9 +40,7 @@ fn statement(ctx: &Ctx<'_, '_>) -> Result<(Vec<u8>, Vec<Value>), Vec<u8>> {
     }
     let mut params = Vec::with_capacity(args.len());
     for (i, (&t, a)) in spec.iter().zip(args).enumerate() {
-        let bad = |what: &str| {
-            format!("ERR TYPES argument {} is not {what}", i + 1).into_bytes()
-        };
+        let bad = |what: &str| format!("ERR TYPES argument {} is not {what}", i + 1).into_bytes();
         let text = std::str::from_utf8(a).ok();
         params.push(match t.to_ascii_lowercase() {
             b'i' => Value::Integer(parse_i64(a).ok_or_else(|| bad("an integer"))?),
@@ -56,8 +54,10 @@ fn statement(ctx: &Ctx<'_, '_>) -> Result<(Vec<u8>, Vec<Value>), Vec<u8>> {
             b'n' if a.is_empty() => Value::Null,
             b'n' => return Err(bad("empty (NULL takes an empty argument)")),
             _ => {
-                return Err(b"ERR TYPES letters are i (INTEGER), r (REAL), t (TEXT), b (BLOB), n (NULL)"
-                    .to_vec())
+                return Err(
+                    b"ERR TYPES letters are i (INTEGER), r (REAL), t (TEXT), b (BLOB), n (NULL)"
+                        .to_vec(),
+                )
             }
         });
     }
