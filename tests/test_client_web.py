@@ -405,3 +405,16 @@ def test_reply_types_follow_the_protocol(client):
         assert c.redis.get("rt") == b"v"
         if c is not client:
             c.close()
+
+
+def test_creating_a_near_cache_with_the_server_down_does_not_block():
+    port = _closed_port()
+    client = cairn.Client(HOST, port)
+    try:
+        t0 = time.monotonic()
+        c = client.cache("down", on_error="fetch")  # near cache on: waits for the stream
+        assert c.get_or_fetch("k", lambda: "db") == "db"
+        assert time.monotonic() - t0 < 1.0, "one failed connection attempt, not ready_timeout (5 s)"
+        assert not c.near.enabled
+    finally:
+        client.close()

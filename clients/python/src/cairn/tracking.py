@@ -161,6 +161,7 @@ class TrackingHub:
         self._covered: Tuple[bytes, ...] = ()  # the prefixes the current registrar tracks
         self.generation = 0
         self.last_error: Optional[BaseException] = None
+        self.failed_attempts = 0  # connection attempts (or streams) that failed
 
     # -- public ------------------------------------------------------------------------------
     @property
@@ -188,10 +189,13 @@ class TrackingHub:
                 except Exception as e:  # the hub thread reconnects and covers it then
                     log.warning("cairn: could not extend tracking to %r: %s", namespace, e)
                     self._broken = e
+        failed_before = self.failed_attempts
         self._start()
         if wait:
+            # Until covered, or until a connection attempt fails: a cache created while the
+            # server is down must not block its caller (fail open); the hub keeps retrying.
             deadline = time.monotonic() + wait
-            while not near.enabled and time.monotonic() < deadline:
+            while not near.enabled and time.monotonic() < deadline and self.failed_attempts == failed_before:
                 time.sleep(0.005)
         return near.enabled
 
@@ -262,6 +266,7 @@ class TrackingHub:
             except Exception as e:
                 if not self._closed.is_set():
                     self.last_error = e
+                    self.failed_attempts += 1
                     log.info("cairn: invalidation stream lost: %s", e)
             finally:
                 self._lost()
