@@ -51,6 +51,7 @@ import pickle
 import threading
 from typing import Any, Dict, Hashable, Iterable, List, Optional, Tuple
 
+import redis
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 
 from .client import Client
@@ -337,10 +338,8 @@ class CairnCache(BaseCache):
                                     p.execute_command("DEL", full)
                                 p.execute()
                                 return True
-                            except Exception as e:
-                                if type(e).__name__ == "WatchError":
-                                    return False
-                                raise
+                            except redis.WatchError:
+                                return False
                     return self.client._guarded(watched)
                 if px == 0:
                     stored, _ = self._pipe([("SET", full, data, "NX"), ("DEL", full)], transaction=True)
