@@ -25,7 +25,7 @@ from ._core import DEFAULT, CacheCore, Cmd, Fetch, Pipe, Sleep, TTLArg, WriteIf
 from .commands import TTL, Call
 from .near import MISS, NearCache, peer_group
 from .resilience import ON_ERROR, TRANSPORT_ERRORS, CacheUnavailable, CircuitBreaker
-from .serializers import BytesSerializer, JsonSerializer, Serializer, SerializerSpec, StrSerializer, resolve_serializer
+from .serializers import Serializer, SerializerSpec, resolve_serializer
 from .sql import SqlResult
 from .tags import QueryLike, Tag, TagLike, TagPage
 from .tracking import TrackingHub, connection_factory
