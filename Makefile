@@ -53,6 +53,7 @@ test-rust:
 test-py: setup build
 	CAIRN_BIN="$(CURDIR)/$(SERVER)" timeout -k 30 $(PYTEST_TIMEOUT) \
 		$(PYTHON) -m pytest tests/ -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest clients/python/tests -q -p no:cacheprovider
 
 test: setup
 	$(MAKE) --no-print-directory test-rust

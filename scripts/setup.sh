@@ -7,6 +7,8 @@
 #   - postgresql (the thesis study, studies/thesis, starts its own cluster) when initdb is missing
 #   - a Python virtual environment at .venv with the pins from requirements-test.txt
 #   - the cairn Python client (clients/python) installed there in editable mode
+#   - Django's own cache test cases (tests/cache of the pinned Django's source) in .venv/django-tests
+#   - the newest tested redis-py (REDIS_NEWEST) in .venv/redis-newest, beside the pinned one
 # Usage: scripts/setup.sh            (from anywhere; works relative to the repo root)
 # Env:   PYTHON=python3.11 to choose the interpreter for the venv.
 set -euo pipefail
@@ -107,5 +109,36 @@ fi
 if ! "$VENV/bin/python" -c 'import cairn, sys; sys.exit("clients/python/src" not in cairn.__file__)' >/dev/null 2>&1; then
     log "installing the cairn Python client (editable) into $VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e clients/python
+fi
+# --- Django's BaseCacheTests (tests/test_django_cache.py): they ship in the sdist, not the wheel ---
+DJANGO_VERSION="$(sed -n 's/^django==//p' "$REQ")"
+DJT="$VENV/django-tests"
+if [ -n "$DJANGO_VERSION" ] && [ ! -f "$DJT/.django-$DJANGO_VERSION" ]; then
+    log "unpacking Django $DJANGO_VERSION's cache test cases into $DJT"
+    tmp="$(mktemp -d)"
+    if "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+            -d "$tmp" "django==$DJANGO_VERSION" \
+        && rm -rf "$DJT" && mkdir -p "$DJT" \
+        && tar xzf "$tmp/django-$DJANGO_VERSION.tar.gz" -C "$DJT" --strip-components=2 \
+            "django-$DJANGO_VERSION/tests/cache"; then
+        touch "$DJT/.django-$DJANGO_VERSION"
+    else
+        log "could not fetch Django's source; tests/test_django_cache.py skips Django's BaseCacheTests"
+    fi
+    rm -rf "$tmp"
+fi
+
+# --- the newest redis-py the client is tested with (tests/test_client_redis_newest.py) ----------
+# clients/python/pyproject.toml pins redis>=5.0,<9: the venv has the oldest pin above, this the newest.
+REDIS_NEWEST=8.1.0
+if [ ! -f "$VENV/redis-newest/redis-$REDIS_NEWEST.stamp" ]; then
+    log "installing redis-py $REDIS_NEWEST into $VENV/redis-newest"
+    rm -rf "$VENV/redis-newest"
+    if "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+            --target "$VENV/redis-newest" "redis==$REDIS_NEWEST"; then
+        touch "$VENV/redis-newest/redis-$REDIS_NEWEST.stamp"
+    else
+        log "could not install redis-py $REDIS_NEWEST; tests/test_client_redis_newest.py will skip"
+    fi
 fi
 log "ok"

@@ -168,8 +168,22 @@ def test_sql_methods(srv, plain, protocol):
         assert [(c["name"], c["type"], c["pk"]) for c in cols] == [
             ("user", "INTEGER", True), ("name", "TEXT", False), ("score", "REAL", False), ("avatar", "BLOB", False)]
         assert cols[1]["notnull"] is True
-        with pytest.raises(TypeError, match="NULL"):
-            client.sql_exec(f"UPDATE {table} SET score = ?", None)
+        # Parameters bind with their Python type (the server's TYPES form): None is NULL,
+        # an int is an INTEGER (not the text '5'), a float REAL, bytes a BLOB.
+        assert client.sql_exec(f"UPDATE {table} SET score = ? WHERE user = 2", None) == 1
+        assert client.sql_query(f"SELECT score IS NULL FROM {table} WHERE user = 2").scalar() == 1
+        assert client.sql_query("SELECT ? = 5", 5).scalar() == 1
+        assert client.sql_query("SELECT typeof(?) a, typeof(?) b, typeof(?) c, typeof(?) d, typeof(?) e",
+                                5, 0.5, "x", b"x", None).rows == [(b"integer", b"real", b"text", b"blob", b"null")]
+        assert client.sql_query("SELECT ? + 1", 2**62).scalar() == 2**62 + 1
+        with pytest.raises(TypeError, match="SQL parameter 1: .* not dict"):
+            client.sql_query("SELECT ?", {})
+        with pytest.raises(ValueError, match="64-bit"):
+            client.sql_query("SELECT ?", 2**64)
+        with pytest.raises(TypeError, match="whole seconds"):
+            client.sql_expire(table, age=0.5)
+        with pytest.raises(ValueError, match=">= 0"):
+            client.sql_expire(table, rows=-1)
         with pytest.raises(redis.ResponseError):
             client.sql_query("SELEKT nonsense")
         assert client.ping()  # the connection stays usable

@@ -49,15 +49,36 @@ pub fn replay_command(change: &SqlChange<'_>) -> Vec<u8> {
             query, sql, params, ..
         } => {
             let name: &[u8] = if *query { b"SQL.QUERY" } else { b"SQL.EXEC" };
-            resp::reply::array_len(&mut out, 2 + params.len());
+            // Parameters that the untyped form would bind differently (numbers, NULL, BLOBs
+            // that are valid UTF-8, TEXT that is not) replay in the TYPES form.
+            let typed = params.iter().any(|p| match p {
+                Value::Text(b) => std::str::from_utf8(b).is_err(),
+                Value::Blob(b) => std::str::from_utf8(b).is_ok(),
+                _ => true,
+            });
+            resp::reply::array_len(&mut out, 2 + params.len() + if typed { 2 } else { 0 });
             resp::reply::bulk(&mut out, name);
+            if typed {
+                resp::reply::bulk(&mut out, b"TYPES");
+                let spec: Vec<u8> = params
+                    .iter()
+                    .map(|p| match p {
+                        Value::Null => b'n',
+                        Value::Integer(_) => b'i',
+                        Value::Real(_) => b'r',
+                        Value::Text(_) => b't',
+                        Value::Blob(_) => b'b',
+                    })
+                    .collect();
+                resp::reply::bulk(&mut out, &spec);
+            }
             resp::reply::bulk(&mut out, sql);
             for param in params.iter() {
                 match param {
                     Value::Text(b) | Value::Blob(b) => resp::reply::bulk(&mut out, b),
                     Value::Integer(i) => resp::reply::bulk(&mut out, i.to_string().as_bytes()),
-                    Value::Real(f) => resp::reply::bulk(&mut out, f.to_string().as_bytes()),
-                    // Protocol parameters are never NULL (they arrive as bulk strings).
+                    // `{:?}` round-trips exactly (and keeps a `.0`/exponent).
+                    Value::Real(f) => resp::reply::bulk(&mut out, format!("{f:?}").as_bytes()),
                     Value::Null => resp::reply::bulk(&mut out, b""),
                 }
             }

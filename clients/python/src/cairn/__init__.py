@@ -16,6 +16,7 @@ from ._core import DEFAULT
 from .aio import AsyncCache, AsyncClient
 from .client import Cache, Client
 from .near import NearCache, NearStats
+from .resilience import CacheUnavailable, CircuitBreaker
 from .serializers import (BytesSerializer, JsonSerializer, MsgpackSerializer, PickleSerializer, Serializer,
                           StrSerializer, resolve_serializer)
 from .sql import SqlResult
@@ -28,5 +29,6 @@ __all__ = [
     "Client", "Cache", "AsyncClient", "AsyncCache", "DEFAULT",
     "Tag", "TagQuery", "TagPage", "where", "to_query", "SqlResult",
     "Serializer", "BytesSerializer", "StrSerializer", "JsonSerializer", "PickleSerializer", "MsgpackSerializer",
-    "resolve_serializer", "NearCache", "NearStats", "TrackingHub", "__version__",
+    "resolve_serializer", "NearCache", "NearStats", "TrackingHub", "CacheUnavailable", "CircuitBreaker",
+    "__version__",
 ]

@@ -12,11 +12,11 @@ import enum
 import os
 import random
 import time
-from typing import Any, Dict, Generator, Generic, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, Generic, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import envelope
 from .commands import TTL, ttl_ms
-from .near import MISS, NearCache
+from .near import MISS, NearCache, PeerGroup
 from .serializers import Serializer
 from .tags import QueryLike, TagLike, parse_get_page, parse_keys_page, tag_args, to_query
 
@@ -102,8 +102,8 @@ class Found:
         self.soft_ms = soft_ms
         self.raw = raw
 
-    def fresh(self, now_ms: Optional[int] = None) -> bool:
-        return not self.soft_ms or self.soft_ms > (now_ms if now_ms is not None else _now_ms())
+    def fresh(self, now_ms: int) -> bool:
+        return not self.soft_ms or self.soft_ms > now_ms
 
 
 def _now_ms() -> int:
@@ -117,9 +117,13 @@ class CacheCore(Generic[T]):
     """Configuration and flows of one typed cache namespace (see :class:`cairn.Cache`)."""
 
     def __init__(self, namespace: str, serializer: Serializer, *, ttl: Optional[TTL], stale_ttl: Optional[TTL],
-                 near: Optional[NearCache], lease_ttl: TTL, lease_wait: Optional[TTL], poll_interval: float) -> None:
-        if not namespace or not isinstance(namespace, str):
-            raise ValueError("a cache needs a non-empty str namespace")
+                 near: Optional[NearCache], lease_ttl: TTL, lease_wait: Optional[TTL], poll_interval: float,
+                 peers: Optional[PeerGroup] = None, wall_ms: Callable[[], int] = _now_ms,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError(f"a cache needs a non-empty str namespace, not {namespace!r}")
+        if not isinstance(poll_interval, (int, float)) or isinstance(poll_interval, bool) or poll_interval <= 0:
+            raise ValueError(f"poll_interval must be a positive number of seconds, not {poll_interval!r}")
         self.namespace = namespace
         self.prefix = namespace.encode("utf-8") + b":"
         # Leases live outside the namespace: a near cache's BCAST tracking covers "<ns>:", and
@@ -131,6 +135,12 @@ class CacheCore(Generic[T]):
         if self.stale_ms and not self.ttl_ms:
             raise ValueError("stale_ttl needs a ttl (the soft expiry)")
         self.near = near
+        #: every near cache of this namespace in the process (read-your-writes across caches)
+        self.peers = peers
+        if peers is not None and near is not None:
+            peers.add(near)
+        self.now_ms = wall_ms  # unix ms, for soft expiries; injectable for tests
+        self.monotonic = monotonic
         self.lease_ms = ttl_ms(lease_ttl) or 5000
         wait_ms = ttl_ms(lease_wait) if lease_wait is not None else self.lease_ms
         self.lease_wait = (wait_ms or 0) / 1000.0
@@ -150,6 +160,14 @@ class CacheCore(Generic[T]):
             return None
         return full[len(self.prefix):].decode("utf-8", "surrogateescape")
 
+    def drop_local(self, keys: Sequence[str]) -> None:
+        """Read-your-writes: drops ``keys`` from this process's near caches of the namespace
+        (this cache's and its peers') and cancels their fills in flight."""
+        if self.near is not None:
+            self.near.invalidate_many(keys)
+        if self.peers is not None:
+            self.peers.invalidate_many(keys, besides=self.near)
+
     def resolve_ttl(self, ttl: TTLArg) -> Optional[int]:
         return self.ttl_ms if ttl is DEFAULT else ttl_ms(ttl)  # type: ignore[arg-type]
 
@@ -158,7 +176,7 @@ class CacheCore(Generic[T]):
         payload = self.serializer.dumps(value)
         px = self.resolve_ttl(ttl)
         if self.stale_ms and px:
-            return envelope.encode(payload, _now_ms() + px), px + self.stale_ms
+            return envelope.encode(payload, self.now_ms() + px), px + self.stale_ms
         return envelope.encode(payload), px
 
     def decode(self, raw: bytes) -> Tuple[Any, int]:
@@ -194,7 +212,7 @@ class CacheCore(Generic[T]):
         out: Dict[str, Optional[Found]] = {}
         try:
             replies = yield Pipe(cmds)
-            now = _now_ms()
+            now = self.now_ms()
             for i, k in enumerate(keys):
                 raw, pttl = replies[2 * i], replies[2 * i + 1]
                 token = tokens[i] if tokens is not None else None
@@ -218,7 +236,7 @@ class CacheCore(Generic[T]):
 
     def get(self, key: str, default: Any) -> Flow[Any]:
         found = (yield from self.read([key]))[key]
-        if found is None or not found.fresh():
+        if found is None or not found.fresh(self.now_ms()):
             return default
         return found.value
 
@@ -235,7 +253,7 @@ class CacheCore(Generic[T]):
             missing.append(k)
         if missing:
             found = yield from self.read(missing)
-            now = _now_ms()
+            now = self.now_ms()
             for k in missing:
                 f = found[k]
                 if f is not None and f.fresh(now):
@@ -251,18 +269,94 @@ class CacheCore(Generic[T]):
         finally:
             # Read-your-writes: fills begun before this point are cancelled, later ones read
             # the server after the write.
-            if self.near is not None:
-                self.near.invalidate(key)
+            self.drop_local([key])
+
+    def set_many(self, items: Mapping[str, Any], ttl: TTLArg, tags: Optional[Iterable[TagLike]]) -> Flow[None]:
+        if not isinstance(items, Mapping):
+            raise TypeError(f"set_many takes a mapping of keys to values, not {type(items).__name__}")
+        keys = list(items)
+        tag_list = list(tags) if tags else None
+        cmds = []
+        for k in keys:
+            data, px = self.encode(items[k], ttl)
+            cmds.append(self.write_cmd(self.full_key(k), data, px, tag_list))
+        if not cmds:
+            return None
+        try:
+            yield Pipe(cmds, transaction=True)
+        finally:
+            self.drop_local(keys)
+        return None
+
+    def add(self, key: str, value: Any, ttl: TTLArg, tags: Optional[Iterable[TagLike]]) -> Flow[bool]:
+        full = self.full_key(key)
+        data, px = self.encode(value, ttl)
+        try:
+            if tags:
+                stored = yield WriteIf(full, None, self.write_cmd(full, data, px, tags))
+            else:
+                args: List[Any] = ["SET", full, data, "NX"]
+                if px:
+                    args += ["PX", px]
+                stored = (yield Cmd(*args)) is not None
+        finally:
+            self.drop_local([key])
+        return bool(stored)
+
+    def check_counter(self) -> None:
+        """incr needs integers stored as decimal text (what INCRBY reads)."""
+        try:
+            ok = self.serializer.loads(b"7") == 7 and self.serializer.dumps(7) == b"7"
+        except Exception:
+            ok = False
+        if not ok:
+            raise TypeError(f"incr needs a serializer that stores integers as decimal text (\"json\"), "
+                            f"not {getattr(self.serializer, 'name', self.serializer)!r}")
+        if self.stale_ms:
+            raise TypeError("incr cannot work on a cache with stale_ttl (values are stored in an envelope)")
+
+    def incr(self, key: str, delta: int, ttl: TTLArg) -> Flow[int]:
+        if isinstance(delta, bool) or not isinstance(delta, int):
+            raise TypeError(f"incr's delta must be an int, not {type(delta).__name__}")
+        self.check_counter()
+        full = self.full_key(key)
+        px = self.resolve_ttl(ttl)
+        # A missing key starts at 0 with the cache's TTL; an existing one keeps its TTL.
+        create: List[Any] = ["SET", full, b"0", "NX"]
+        if px:
+            create += ["PX", px]
+        try:
+            _, n = yield Pipe([tuple(create), ("INCRBY", full, delta)], transaction=True)
+        finally:
+            self.drop_local([key])
+        if isinstance(n, BaseException):
+            raise n
+        return int(n)
+
+    def touch(self, key: str, ttl: TTLArg) -> Flow[bool]:
+        full = self.full_key(key)
+        px = self.resolve_ttl(ttl)
+        try:
+            if px:
+                done = yield Cmd("PEXPIRE", full, px)
+            else:
+                # PERSIST answers 0 for a key without a TTL: ask whether it exists instead.
+                _, done = yield Pipe([("PERSIST", full), ("EXISTS", full)], transaction=True)
+        finally:
+            self.drop_local([key])
+        return bool(done)
 
     def delete(self, keys: Sequence[str]) -> Flow[int]:
+        if isinstance(keys, str):
+            raise TypeError("delete_many takes a sequence of keys, not one str")
+        keys = list(keys)
         if not keys:
             return 0
         fulls = [self.full_key(k) for k in keys]
         try:
             n = yield Cmd("DEL", *fulls)
         finally:
-            if self.near is not None:
-                self.near.invalidate_many(keys)
+            self.drop_local(keys)
         return int(n)
 
     # -- get_or_fetch --------------------------------------------------------------------------
@@ -286,7 +380,7 @@ class CacheCore(Generic[T]):
         stale: Optional[Found] = None
         found = (yield from self.read([key]))[key]
         if found is not None:
-            if found.fresh():
+            if found.fresh(self.now_ms()):
                 return found.value
             stale = found
         deadline: Optional[float] = None
@@ -297,7 +391,7 @@ class CacheCore(Generic[T]):
                 return (yield from self._fetch_and_store(key, full, lease, token, ttl, tags, stale))
             if stale is not None:
                 return stale.value
-            now = time.monotonic()
+            now = self.monotonic()
             if deadline is None:
                 deadline = now + self.lease_wait
             if now >= deadline:
@@ -305,7 +399,7 @@ class CacheCore(Generic[T]):
             yield Sleep(min(deadline - now, self.poll_interval * random.uniform(0.75, 1.25)))
             found = (yield from self.read([key]))[key]
             if found is not None:
-                if found.fresh():
+                if found.fresh(self.now_ms()):
                     return found.value
                 stale = found
         # The holder is taking too long: fetch without the lease, store only into a gap.
@@ -320,6 +414,8 @@ class CacheCore(Generic[T]):
         data, px = self.encode(value, ttl)
         near = self.near
         token = near.begin_own_fill(key) if near is not None else None
+        if self.peers is not None:
+            self.peers.invalidate_many([key], besides=near)
         stored = False
         try:
             stored = yield WriteIf(full, expect, self.write_cmd(full, data, px, tags))
@@ -327,7 +423,7 @@ class CacheCore(Generic[T]):
             if near is not None and token is not None:
                 if stored:
                     kept, soft = self.decode(data)
-                    soft_in = (soft - _now_ms()) / 1000.0 if soft else None
+                    soft_in = (soft - self.now_ms()) / 1000.0 if soft else None
                     near.complete_fill(token, kept, px / 1000.0 if px else None, soft_in)
                 else:
                     near.own_write_failed(token)
@@ -350,7 +446,7 @@ class CacheCore(Generic[T]):
     def get_by_tag(self, query: QueryLike) -> Flow[Dict[str, Any]]:
         reply = yield Cmd("TAG.GET", *to_query(query).args())
         page = parse_get_page(reply)
-        now = _now_ms()
+        now = self.now_ms()
         out: Dict[str, Any] = {}
         for full, raw in page.items.items():
             key = self.strip(full)
@@ -373,9 +469,9 @@ class CacheCore(Generic[T]):
         # cache drops them before returning (read-your-writes) without waiting for the push.
         args = to_query(query).args()
         keys_reply, n = yield Pipe([("TAG.KEYS", *args), ("TAG.DEL", *args)], transaction=True)
-        if self.near is not None:
+        if self.near is not None or self.peers is not None:
             mine = [self.strip(k) for k in parse_keys_page(keys_reply).items]
-            self.near.invalidate_many([k for k in mine if k is not None])
+            self.drop_local([k for k in mine if k is not None])
         return int(n)
 
     def prefetch(self, keys: Optional[Sequence[str]], query: Optional[QueryLike], chunk: int = 256) -> Flow[int]:

@@ -11,16 +11,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from typing import Any, Awaitable, Callable, Dict, Generator, Generic, Iterable, List, Optional, Sequence, TypeVar, Union
+from typing import (Any, Awaitable, Callable, Dict, Generator, Generic, Iterable, List, Mapping, Optional, Sequence,
+                    TypeVar, Union)
 
 import redis
 import redis.asyncio as aredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from . import commands as cmd
 from ._core import DEFAULT, CacheCore, Cmd, Fetch, Pipe, Sleep, TTLArg, WriteIf
-from .client import _check_kwargs
+from .client import CONNECT_TIMEOUT, READ_TIMEOUT, _check_kwargs, endpoint_of
 from .commands import TTL, Call
-from .near import MISS, NearCache
+from .near import MISS, NearCache, peer_group
+from .resilience import ON_ERROR, TRANSPORT_ERRORS, CacheUnavailable, CircuitBreaker
 from .serializers import SerializerSpec, resolve_serializer
 from .sql import SqlResult
 from .tags import QueryLike, Tag, TagLike, TagPage
@@ -36,20 +40,27 @@ Fetcher = Callable[[], Union[T, Awaitable[T]]]
 
 class AsyncClient:
     """The asyncio twin of :class:`cairn.Client`, on :class:`redis.asyncio.Redis` (same
-    parameters; ``redis_client`` wraps an existing ``redis.asyncio.Redis``)."""
+    parameters, the same default timeouts and circuit breaker; ``redis_client`` wraps an
+    existing ``redis.asyncio.Redis``)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6380, *,
                  redis_client: Optional[aredis.Redis] = None, health_interval: float = 1.0,
-                 health_timeout: Optional[float] = None, **redis_kwargs: Any) -> None:
+                 health_timeout: Optional[float] = None, connect_timeout: Optional[float] = CONNECT_TIMEOUT,
+                 read_timeout: Optional[float] = READ_TIMEOUT, breaker_interval: float = 5.0,
+                 **redis_kwargs: Any) -> None:
         _check_kwargs(redis_kwargs)
         if redis_client is None:
-            redis_kwargs.setdefault("socket_timeout", 10.0)
-            redis_kwargs.setdefault("socket_connect_timeout", 5.0)
+            redis_kwargs.setdefault("socket_timeout", read_timeout)
+            redis_kwargs.setdefault("socket_connect_timeout", connect_timeout)
+            redis_kwargs.setdefault("retry", Retry(NoBackoff(), 0))
             redis_client = aredis.Redis(host=host, port=port, **redis_kwargs)
         elif redis_client.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("wrap a redis.asyncio.Redis created with decode_responses=False")
         #: the underlying redis.asyncio client
         self.redis: aredis.Redis = redis_client
+        #: the circuit breaker in front of every server call of this client
+        self.breaker = CircuitBreaker(breaker_interval)
+        self.endpoint = endpoint_of(redis_client)
         self._health = (health_interval, health_timeout)
         self._hub: Optional[TrackingHub] = None
         self._hub_lock = threading.Lock()
@@ -58,13 +69,31 @@ class AsyncClient:
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "AsyncClient":
         """``AsyncClient.from_url("redis://localhost:6380/0")`` (redis-py URL syntax)."""
-        health = {k: kwargs.pop(k) for k in ("health_interval", "health_timeout") if k in kwargs}
+        own = {k: kwargs.pop(k) for k in ("health_interval", "health_timeout", "connect_timeout", "read_timeout",
+                                          "breaker_interval") if k in kwargs}
         _check_kwargs(kwargs)
-        return cls(redis_client=aredis.Redis.from_url(url, **kwargs), **health)
+        kwargs.setdefault("socket_timeout", own.pop("read_timeout", READ_TIMEOUT))
+        kwargs.setdefault("socket_connect_timeout", own.pop("connect_timeout", CONNECT_TIMEOUT))
+        kwargs.setdefault("retry", Retry(NoBackoff(), 0))
+        return cls(redis_client=aredis.Redis.from_url(url, **kwargs), **own)
 
     # -- plumbing ------------------------------------------------------------------------------
+    async def _guarded(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
+        """One server call through the circuit breaker (see :meth:`cairn.Client._guarded`)."""
+        breaker = self.breaker
+        breaker.before()
+        try:
+            out = await fn(*args)
+        except CacheUnavailable:
+            raise
+        except TRANSPORT_ERRORS as e:
+            breaker.failure(e)
+            raise CacheUnavailable(f"cairn server unavailable: {e}") from e
+        breaker.success()
+        return out
+
     async def _call(self, call: Call[R]) -> R:
-        return call.parse(await self.redis.execute_command(*call.args))
+        return call.parse(await self._guarded(self.redis.execute_command, *call.args))
 
     @property
     def tracking(self) -> TrackingHub:
@@ -76,6 +105,7 @@ class AsyncClient:
                 timeout = timeout if timeout is not None else max(1.0, 2 * interval)
                 factory = connection_factory(pool.connection_class, pool.connection_kwargs, timeout)
                 self._hub = TrackingHub(factory, health_interval=interval, health_timeout=timeout)
+                self._hub.on_connect = self.breaker.success
             return self._hub
 
     async def _drive(self, flow: Generator[Any, Any, R], fetch: Optional[Fetcher[Any]] = None) -> R:
@@ -97,6 +127,19 @@ class AsyncClient:
             flow.close()
 
     async def _perform(self, effect: Any, fetch: Optional[Fetcher[Any]]) -> Any:
+        kind = type(effect)
+        if kind is Fetch:
+            assert fetch is not None
+            result = fetch()
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        if kind is Sleep:
+            await asyncio.sleep(effect.seconds)
+            return None
+        return await self._guarded(self._perform_io, effect)
+
+    async def _perform_io(self, effect: Any) -> Any:
         r = self.redis
         kind = type(effect)
         if kind is Pipe:
@@ -119,20 +162,11 @@ class AsyncClient:
                     return True
                 except redis.WatchError:
                     return False
-        if kind is Fetch:
-            assert fetch is not None
-            result = fetch()
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        if kind is Sleep:
-            await asyncio.sleep(effect.seconds)
-            return None
         raise TypeError(f"unknown effect {effect!r}")
 
     async def ping(self) -> bool:
         """PING."""
-        return bool(await self.redis.ping())
+        return bool(await self._guarded(self.redis.ping))
 
     async def aclose(self) -> None:
         """Closes near caches, the invalidation stream and the connection pool."""
@@ -223,15 +257,17 @@ class AsyncClient:
     async def cache(self, namespace: str, serializer: SerializerSpec = "json", *, ttl: Optional[TTL] = None,
                     near: bool = True, max_items: int = 10_000, max_local_ttl: float = 60.0,
                     stale_ttl: Optional[TTL] = None, lease_ttl: TTL = 5.0, lease_wait: Optional[TTL] = None,
-                    poll_interval: float = 0.01,
+                    poll_interval: float = 0.01, on_error: str = "raise",
                     ready_timeout: Optional[float] = 5.0) -> "AsyncCache[Any]":
         """A typed cache; the parameters are :meth:`cairn.Client.cache`'s. Awaitable because it
         waits (off the event loop) for the invalidation stream to cover the namespace."""
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error is one of {ON_ERROR}, not {on_error!r}")
         near_cache = NearCache(max_items, max_local_ttl) if near else None
         core: CacheCore[Any] = CacheCore(namespace, resolve_serializer(serializer), ttl=ttl, stale_ttl=stale_ttl,
                                          near=near_cache, lease_ttl=lease_ttl, lease_wait=lease_wait,
-                                         poll_interval=poll_interval)
-        c: AsyncCache[Any] = AsyncCache(self, core)
+                                         poll_interval=poll_interval, peers=peer_group(self.endpoint, namespace))
+        c: AsyncCache[Any] = AsyncCache(self, core, on_error=on_error)
         if near_cache is not None:
             hub = self.tracking
             await asyncio.get_running_loop().run_in_executor(None, hub.register, namespace, near_cache, ready_timeout)
@@ -243,11 +279,20 @@ class AsyncCache(Generic[T]):
     """The asyncio twin of :class:`cairn.Cache` (same consistency rules). Single-flight is per
     event loop: use one AsyncCache from one loop."""
 
-    def __init__(self, client: AsyncClient, core: CacheCore[T]) -> None:
+    def __init__(self, client: AsyncClient, core: CacheCore[T], *, on_error: str = "raise") -> None:
         self._client = client
         self._core = core
         self._near = core.near
+        self._fail_open = on_error == "fetch"
         self._flights: Dict[str, "asyncio.Future[Any]"] = {}
+
+    async def _read(self, flow: Generator[Any, Any, R], miss: Callable[[], R]) -> R:
+        if not self._fail_open:
+            return await self._client._drive(flow)
+        try:
+            return await self._client._drive(flow)
+        except CacheUnavailable:
+            return miss()
 
     @property
     def namespace(self) -> str:
@@ -277,11 +322,11 @@ class AsyncCache(Generic[T]):
             value, _ = near.read(key)
             if value is not MISS:
                 return value
-        return await self._client._drive(self._core.get(key, default))
+        return await self._read(self._core.get(key, default), lambda: default)
 
     async def get_many(self, keys: Sequence[str]) -> Dict[str, T]:
         """The values of the present keys among ``keys``, one round trip for the misses."""
-        return await self._client._drive(self._core.get_many(keys))
+        return await self._read(self._core.get_many(keys), dict)
 
     async def get_or_fetch(self, key: str, fetch: Fetcher[T], ttl: TTLArg = DEFAULT,
                            tags: Optional[Iterable[TagLike]] = None) -> T:
@@ -301,7 +346,21 @@ class AsyncCache(Generic[T]):
         flight = asyncio.get_running_loop().create_future()
         self._flights[key] = flight
         try:
-            value = await self._client._drive(self._core.fetch(key, ttl, tags), fetch)
+            fetched: List[Any] = []
+
+            async def fetch_once() -> Any:
+                result = fetch()
+                if inspect.isawaitable(result):
+                    result = await result
+                fetched.append(result)
+                return result
+
+            try:
+                value = await self._client._drive(self._core.fetch(key, ttl, tags), fetch_once)
+            except CacheUnavailable:
+                if not self._fail_open:
+                    raise
+                value = fetched[-1] if fetched else await fetch_once()
             flight.set_result(value)
             return value
         except BaseException as e:
@@ -314,7 +373,31 @@ class AsyncCache(Generic[T]):
 
     async def set(self, key: str, value: T, ttl: TTLArg = DEFAULT, tags: Optional[Iterable[TagLike]] = None) -> None:
         """Stores ``value`` (with ``tags``: a TAG.SET, replacing the record's tags)."""
-        await self._client._drive(self._core.set(key, value, ttl, tags))
+        await self._read(self._core.set(key, value, ttl, tags), lambda: None)
+
+    async def set_many(self, items: Mapping[str, T], ttl: TTLArg = DEFAULT,
+                       tags: Optional[Iterable[TagLike]] = None) -> None:
+        """:meth:`cairn.Cache.set_many`."""
+        await self._read(self._core.set_many(items, ttl, tags), lambda: None)
+
+    async def add(self, key: str, value: T, ttl: TTLArg = DEFAULT, tags: Optional[Iterable[TagLike]] = None) -> bool:
+        """:meth:`cairn.Cache.add`."""
+        return await self._read(self._core.add(key, value, ttl, tags), lambda: False)
+
+    async def incr(self, key: str, delta: int = 1, ttl: TTLArg = DEFAULT) -> int:
+        """:meth:`cairn.Cache.incr`."""
+        return await self._client._drive(self._core.incr(key, delta, ttl))
+
+    async def decr(self, key: str, delta: int = 1, ttl: TTLArg = DEFAULT) -> int:
+        return await self.incr(key, -delta, ttl)
+
+    async def touch(self, key: str, ttl: TTLArg = DEFAULT) -> bool:
+        """:meth:`cairn.Cache.touch`."""
+        return await self._read(self._core.touch(key, ttl), lambda: False)
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        """:meth:`cairn.Cache.delete_many`."""
+        return await self._client._drive(self._core.delete(keys))  # type: ignore[arg-type]
 
     async def delete(self, *keys: str) -> int:
         """Deletes keys; returns how many existed."""
@@ -356,7 +439,10 @@ class AsyncCache(Generic[T]):
 
     def close(self) -> None:
         """Detaches the near cache from the invalidation stream."""
-        if self._near is not None and self._client._hub is not None:
-            self._client._hub.unregister(self._near)
+        if self._near is not None:
+            if self._client._hub is not None:
+                self._client._hub.unregister(self._near)
+            if self._core.peers is not None:
+                self._core.peers.discard(self._near)
         if self in self._client._caches:
             self._client._caches.remove(self)

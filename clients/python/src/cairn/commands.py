@@ -39,8 +39,10 @@ def ttl_ms(ttl: Optional[TTL]) -> Optional[int]:
         return None
     if isinstance(ttl, datetime.timedelta):
         ttl = ttl.total_seconds()
-    if ttl <= 0:
-        raise ValueError(f"a TTL must be positive, not {ttl!r}")
+    elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError(f"a TTL is a number of seconds or a timedelta, not {type(ttl).__name__} {ttl!r}")
+    if not ttl > 0 or ttl == float("inf"):  # also NaN
+        raise ValueError(f"a TTL must be a positive, finite number of seconds (None: no expiry), not {ttl!r}")
     return max(1, int(round(ttl * 1000)))
 
 
@@ -111,22 +113,52 @@ def tag_del(query: QueryLike) -> Call[int]:
 
 # -- SQL tables ---------------------------------------------------------------------------------
 
-def _param(p: Any) -> Any:
-    if isinstance(p, bool):
-        return int(p)
-    if isinstance(p, (bytes, bytearray, memoryview, str, int, float)):
-        return p
-    if p is None:
-        raise TypeError("RESP requests cannot carry NULL: write NULL in the SQL text, or NULLIF(?, '') with ''")
-    raise TypeError(f"SQL parameters are int, float, str or bytes, not {type(p).__name__}")
+def sql_args(name: str, sql: str, params: Sequence[Any]) -> List[Any]:
+    """``SQL.EXEC``/``SQL.QUERY`` arguments. Parameters bind with their Python type: the
+    server's typed form ``TYPES spec sql args...`` carries one letter per parameter (``i``
+    INTEGER, ``r`` REAL, ``t`` TEXT, ``b`` BLOB, ``n`` NULL). All-str parameters use the plain
+    form (they bind as TEXT either way)."""
+    if not isinstance(sql, str):
+        raise TypeError(f"the SQL statement is a str, not {type(sql).__name__}")
+    spec = []
+    values: List[Any] = []
+    for i, p in enumerate(params, 1):
+        if isinstance(p, bool):
+            spec.append("i")
+            values.append(int(p))
+        elif isinstance(p, int):
+            if not -(1 << 63) <= p < (1 << 63):
+                raise ValueError(f"SQL parameter {i}: {p} does not fit SQLite's 64-bit INTEGER")
+            spec.append("i")
+            values.append(p)
+        elif isinstance(p, float):
+            if p != p:
+                raise ValueError(f"SQL parameter {i}: NaN has no SQL value (bind None for NULL)")
+            spec.append("r")
+            values.append(repr(p))
+        elif isinstance(p, str):
+            spec.append("t")
+            values.append(p)
+        elif isinstance(p, (bytes, bytearray, memoryview)):
+            spec.append("b")
+            values.append(bytes(p))
+        elif p is None:
+            spec.append("n")
+            values.append(b"")
+        else:
+            raise TypeError(f"SQL parameter {i}: SQL parameters are int, float, str, bytes or None, "
+                            f"not {type(p).__name__}")
+    if all(t == "t" for t in spec):
+        return [name, sql, *values]
+    return [name, "TYPES", "".join(spec), sql, *values]
 
 
 def sql_exec(sql: str, params: Sequence[Any]) -> Call[int]:
-    return Call(["SQL.EXEC", sql, *(_param(p) for p in params)], _int)
+    return Call(sql_args("SQL.EXEC", sql, params), _int)
 
 
 def sql_query(sql: str, params: Sequence[Any]) -> Call[_sql.SqlResult]:
-    return Call(["SQL.QUERY", sql, *(_param(p) for p in params)], _sql.parse_query_reply)
+    return Call(sql_args("SQL.QUERY", sql, params), _sql.parse_query_reply)
 
 
 def sql_expire(table: str, *, age: Optional[float] = None, rows: Optional[int] = None,

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+import weakref
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Tuple
 
-__all__ = ["NearCache", "NearStats", "FillToken", "MISS"]
+__all__ = ["NearCache", "NearStats", "FillToken", "MISS", "PeerGroup", "peer_group"]
 
 _INF = float("inf")
 MISS: Any = object()  # "not answered from memory" (None is a value a cache may hold)
@@ -42,8 +43,8 @@ class _Entry:
 
     def __init__(self, value: Any, deadline: float, soft: float) -> None:
         self.value = value
-        self.deadline = deadline  # time.monotonic() after which the entry is gone
-        self.soft = soft  # time.monotonic() after which the value is stale (inf: never)
+        self.deadline = deadline  # the cache clock's time after which the entry is gone
+        self.soft = soft  # the cache clock's time after which the value is stale (inf: never)
         self.ref = False
 
 
@@ -85,13 +86,15 @@ class NearStats:
 class NearCache:
     """A bounded, token-guarded map from keys to decoded values (see the module docstring)."""
 
-    def __init__(self, max_items: int = 10_000, max_local_ttl: float = 60.0) -> None:
+    def __init__(self, max_items: int = 10_000, max_local_ttl: float = 60.0, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if max_items < 1:
             raise ValueError("max_items must be at least 1")
         if max_local_ttl <= 0:
             raise ValueError("max_local_ttl must be positive")
         self.max_items = int(max_items)
         self.max_local_ttl = float(max_local_ttl)
+        self._clock = clock  # monotonic seconds; injectable for tests
         self.data: Dict[str, _Entry] = {}
         self._pending: Dict[str, List[FillToken]] = {}
         self._own: Dict[str, int] = {}  # own writes per key whose push has not come back yet
@@ -108,7 +111,7 @@ class NearCache:
         e = self.data.get(key)
         if e is None:
             return None
-        if e.deadline <= time.monotonic():
+        if e.deadline <= self._clock():
             self._expire(key, e)
             return None
         e.ref = True
@@ -118,7 +121,7 @@ class NearCache:
         """The fresh value of ``key``, or ``default``."""
         e = self.data.get(key)
         if e is not None:
-            now = time.monotonic()
+            now = self._clock()
             if e.soft > now and e.deadline > now:
                 e.ref = True
                 self.stats.hits += 1
@@ -130,7 +133,7 @@ class NearCache:
         else ``(MISS, entry)`` with the stale entry still kept (or None). Lock-free."""
         e = self.data.get(key)
         if e is not None:
-            now = time.monotonic()
+            now = self._clock()
             if e.deadline > now:
                 if e.soft > now:
                     e.ref = True
@@ -176,7 +179,7 @@ class NearCache:
         hook = self._before_insert
         if hook is not None:
             hook(token.key)
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             self._unpend(token)
             if not (token.valid and token.epoch == self.epoch and self.enabled):
@@ -317,3 +320,49 @@ class NearCache:
         with self._lock:
             self._flush()
             self.enabled = enabled
+
+
+class PeerGroup:
+    """Every near cache of one namespace on one server in this process.
+
+    Read-your-writes holds per *process*: a write through any :class:`~cairn.Cache` (of any
+    :class:`~cairn.Client`) drops the key from every near cache of the namespace and cancels
+    their fills in flight before the write call returns, instead of leaving the other caches
+    to wait for the server's push.
+    """
+
+    def __init__(self) -> None:
+        self._members: "weakref.WeakSet[NearCache]" = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def add(self, near: NearCache) -> None:
+        with self._lock:
+            self._members.add(near)
+
+    def discard(self, near: NearCache) -> None:
+        with self._lock:
+            self._members.discard(near)
+
+    def members(self) -> List[NearCache]:
+        with self._lock:
+            return list(self._members)
+
+    def invalidate_many(self, keys: Iterable[str], *, besides: Optional[NearCache] = None) -> None:
+        """Drops ``keys`` from every member (except ``besides``)."""
+        keys = list(keys)
+        for near in self.members():
+            if near is not besides:
+                near.invalidate_many(keys)
+
+
+_GROUPS: Dict[Hashable, PeerGroup] = {}
+_GROUPS_LOCK = threading.Lock()
+
+
+def peer_group(endpoint: Hashable, namespace: str) -> PeerGroup:
+    """The process-wide :class:`PeerGroup` of ``namespace`` on the server ``endpoint``."""
+    with _GROUPS_LOCK:
+        g = _GROUPS.get((endpoint, namespace))
+        if g is None:
+            g = _GROUPS[(endpoint, namespace)] = PeerGroup()
+        return g

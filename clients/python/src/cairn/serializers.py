@@ -10,7 +10,8 @@ A serializer is any object with ``dumps(value) -> bytes`` and ``loads(data) -> v
   bytes that someone else wrote can run arbitrary code. Use it only when every writer of the
   namespace is trusted (your own processes, a server nobody else can write to).
 * ``"msgpack"``: MessagePack, when the ``msgpack`` package is installed
-  (``pip install cairn-client[msgpack]``).
+  (``pip install msgpack``, or the client's extra: ``pip install "cairn-client[msgpack]"`` /
+  ``pip install -e "clients/python[msgpack]"`` from a checkout).
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ class MsgpackSerializer:
             import msgpack  # type: ignore
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError(
-                "the msgpack serializer needs the msgpack package: pip install cairn-client[msgpack]"
+                "the msgpack serializer needs the msgpack package (PyPI: msgpack): pip install msgpack"
             ) from e
         self._msgpack = msgpack
         opts: Dict[str, Any] = {"use_bin_type": True}

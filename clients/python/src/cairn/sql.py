@@ -11,10 +11,11 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["SqlResult", "SqlParam", "parse_query_reply", "parse_expire_reply", "expire_args"]
 
-SqlParam = Union[int, float, str, bytes]
-"""A value bound to a ``?`` parameter. Every parameter travels as a RESP bulk string: UTF-8 text
-binds as TEXT, other bytes as a BLOB, and numbers as their text (column affinity makes them
-INTEGER or REAL). RESP requests have no NULL: write ``NULL`` in the SQL, or ``NULLIF(?, '')``."""
+SqlParam = Union[int, float, str, bytes, None]
+"""A value bound to a ``?`` parameter, with its Python type: ``int`` (and ``bool``) binds as
+INTEGER, ``float`` as REAL, ``str`` as TEXT, ``bytes`` as BLOB, ``None`` as NULL (through the
+server's typed form ``SQL.QUERY TYPES spec sql args...``), so ``SELECT ? = 5`` with ``5`` is
+true."""
 
 
 def _text(v: Any) -> str:
@@ -98,13 +99,22 @@ def _row(r: Any, columns: List[str]) -> List[Any]:
 
 def expire_args(table: str, age: Optional[float], rows: Optional[int], ops: Optional[int]) -> List[Any]:
     """Arguments of ``SQL.EXPIRE table [AGE s] [ROWS n] [OPS n]``."""
+    if not isinstance(table, str) or not table:
+        raise TypeError(f"the table is a non-empty str, not {table!r}")
     args: List[Any] = ["SQL.EXPIRE", table]
-    if age is not None:
-        args += ["AGE", int(age)]
-    if rows is not None:
-        args += ["ROWS", int(rows)]
-    if ops is not None:
-        args += ["OPS", int(ops)]
+    for name, v, unit in (("AGE", age, "whole seconds"), ("ROWS", rows, "a row count"),
+                          ("OPS", ops, "an operation count")):
+        if v is None:
+            continue
+        # The server counts in whole units and 0 turns a rule off: age=0.5 would silently
+        # switch the rule off, so fractions are refused rather than truncated.
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"sql_expire {name.lower()} must be {unit} (an int), not {v!r}")
+        if v < 0:
+            raise ValueError(f"sql_expire {name.lower()} must be >= 0 (0 turns the rule off), not {v!r}")
+        args += [name, v]
     return args
 
 

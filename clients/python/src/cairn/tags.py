@@ -32,19 +32,30 @@ TagLike = Union[Tag, Tuple[int, int]]
 """A :class:`Tag` or a plain ``(type, value)`` tuple."""
 
 
+_U32 = (1 << 32) - 1
+_I64 = 1 << 63
+
+
 def _int(v: Any, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        try:
-            return int(v)
-        except (TypeError, ValueError):
-            raise TypeError(f"tag {what} must be an integer, not {v!r}") from None
+        raise TypeError(f"tag {what} must be an int, not {type(v).__name__} {v!r}")
+    if what == "type" and not 0 <= v <= _U32:
+        raise ValueError(f"tag type must be an unsigned 32-bit int, not {v}")
+    if what == "value" and not -_I64 <= v < _I64:
+        raise ValueError(f"tag value must be a signed 64-bit int, not {v}")
     return v
 
 
 def tag_args(tags: Iterable[TagLike]) -> List[int]:
-    """Flattens tags into ``[type, value, type, value, ...]`` command arguments."""
+    """Flattens tags into ``[type, value, type, value, ...]`` command arguments; each tag must
+    be an ``(int, int)`` pair (a :class:`Tag` or a 2-tuple)."""
+    if isinstance(tags, (str, bytes, Tag)) or (isinstance(tags, tuple) and len(tags) == 2
+                                               and all(isinstance(x, int) for x in tags)):
+        raise TypeError(f"tags is a list of (type, value) pairs, not one pair or a string: {tags!r}")
     out: List[int] = []
     for t in tags:
+        if not isinstance(t, (tuple, list)) or len(t) != 2:
+            raise TypeError(f"a tag is a (type, value) pair of ints, not {t!r}")
         ty, val = t
         out.append(_int(ty, "type"))
         out.append(_int(val, "value"))

@@ -136,6 +136,8 @@ class TrackingHub:
         self.stats = HubStats()
         #: called with the key list (None = flush everything) of each invalidation, on the hub thread
         self.on_invalidation: Optional[Callable[[Optional[List[bytes]]], None]] = None
+        #: called (on the hub thread) each time the stream is (re)established: the server is up
+        self.on_connect: Optional[Callable[[], None]] = None
         self._caches: Tuple[Tuple[bytes, NearCache], ...] = ()
         self._init_runtime()
         _HUBS.add(self)
@@ -156,8 +158,10 @@ class TrackingHub:
         self.listener_id: Optional[int] = None
         self._sync_prefix = _SYNC_ROOT + b"0:"
         self.registrar_id: Optional[int] = None
+        self._covered: Tuple[bytes, ...] = ()  # the prefixes the current registrar tracks
         self.generation = 0
         self.last_error: Optional[BaseException] = None
+        self.failed_attempts = 0  # connection attempts (or streams) that failed
 
     # -- public ------------------------------------------------------------------------------
     @property
@@ -177,15 +181,21 @@ class TrackingHub:
             self._caches = self._caches + ((prefix, near),)
             if self._ready.is_set():
                 try:
-                    self._rebuild_registrar()
+                    # A namespace the registrar already covers needs no new registration (a
+                    # cache created per request must not cost a connection each time).
+                    if not any(prefix.startswith(p) for p in self._covered):
+                        self._rebuild_registrar()
                     near.set_enabled(True)
                 except Exception as e:  # the hub thread reconnects and covers it then
                     log.warning("cairn: could not extend tracking to %r: %s", namespace, e)
                     self._broken = e
+        failed_before = self.failed_attempts
         self._start()
         if wait:
+            # Until covered, or until a connection attempt fails: a cache created while the
+            # server is down must not block its caller (fail open); the hub keeps retrying.
             deadline = time.monotonic() + wait
-            while not near.enabled and time.monotonic() < deadline:
+            while not near.enabled and time.monotonic() < deadline and self.failed_attempts == failed_before:
                 time.sleep(0.005)
         return near.enabled
 
@@ -256,6 +266,7 @@ class TrackingHub:
             except Exception as e:
                 if not self._closed.is_set():
                     self.last_error = e
+                    self.failed_attempts += 1
                     log.info("cairn: invalidation stream lost: %s", e)
             finally:
                 self._lost()
@@ -288,6 +299,9 @@ class TrackingHub:
                 near.set_enabled(True)
             self.stats.connects += 1
             self._ready.set()
+        cb = self.on_connect
+        if cb is not None:
+            cb()
 
     def _rebuild_registrar(self) -> None:
         """A registrar covering every registered prefix; replaces the old one (caller holds the
@@ -307,6 +321,7 @@ class TrackingHub:
             reg.disconnect()
             raise
         old, self._registrar, self.registrar_id = self._registrar, reg, rid
+        self._covered = tuple(prefixes)
         if old is not None:
             old.disconnect()
 
@@ -388,6 +403,7 @@ class TrackingHub:
             barriers, self._barriers = self._barriers, {}
         with self._state_lock:
             reg, self._registrar = self._registrar, None
+            self._covered = ()
         for fut in barriers.values():
             if not fut.done():
                 fut.set_result(False)

@@ -13,11 +13,55 @@ use sql::{ExpiryRules, Reply, Request, SqlError, Value};
 use super::{parse_i64, Ctx};
 use crate::clients::peer_gone;
 
-fn params(ctx: &Ctx<'_, '_>) -> Vec<Value> {
-    ctx.args
-        .tail(2)
-        .map(|a| Value::from_bulk(a.to_vec()))
-        .collect()
+/// The statement and its parameters: `sql [arg ...]`, or the typed form
+/// `TYPES spec sql [arg ...]` where `spec` has one letter per argument: `i` INTEGER, `r` REAL,
+/// `t` TEXT, `b` BLOB, `n` NULL (its argument must be empty). Untyped arguments bind by
+/// [`Value::from_bulk`]; the typed form is for clients that know their values' types
+/// (`SELECT ? = 5` with an INTEGER 5 is true, with the text '5' false). `TYPES` alone is not
+/// SQL, so the form cannot be mistaken for a statement.
+fn statement(ctx: &Ctx<'_, '_>) -> Result<(Vec<u8>, Vec<Value>), Vec<u8>> {
+    if ctx.argc() < 4 || !ctx.arg(1).eq_ignore_ascii_case(b"types") {
+        let params = ctx
+            .args
+            .tail(2)
+            .map(|a| Value::from_bulk(a.to_vec()))
+            .collect();
+        return Ok((ctx.arg(1).to_vec(), params));
+    }
+    let spec = ctx.arg(2);
+    let args: Vec<&[u8]> = ctx.args.tail(4).collect();
+    if spec.len() != args.len() {
+        return Err(format!(
+            "ERR TYPES names {} type(s) but {} argument(s) were given",
+            spec.len(),
+            args.len()
+        )
+        .into_bytes());
+    }
+    let mut params = Vec::with_capacity(args.len());
+    for (i, (&t, a)) in spec.iter().zip(args).enumerate() {
+        let bad = |what: &str| format!("ERR TYPES argument {} is not {what}", i + 1).into_bytes();
+        let text = std::str::from_utf8(a).ok();
+        params.push(match t.to_ascii_lowercase() {
+            b'i' => Value::Integer(parse_i64(a).ok_or_else(|| bad("an integer"))?),
+            b'r' => Value::Real(
+                text.and_then(|s| s.parse::<f64>().ok())
+                    .filter(|f| !f.is_nan())
+                    .ok_or_else(|| bad("a real number"))?,
+            ),
+            b't' => Value::Text(a.to_vec()),
+            b'b' => Value::Blob(a.to_vec()),
+            b'n' if a.is_empty() => Value::Null,
+            b'n' => return Err(bad("empty (NULL takes an empty argument)")),
+            _ => {
+                return Err(
+                    b"ERR TYPES letters are i (INTEGER), r (REAL), t (TEXT), b (BLOB), n (NULL)"
+                        .to_vec(),
+                )
+            }
+        });
+    }
+    Ok((ctx.arg(3).to_vec(), params))
 }
 
 /// Sends `request` to the engine; the reply arrives through the mailbox.
@@ -70,19 +114,17 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
 }
 
 pub fn exec(ctx: &mut Ctx<'_, '_>) {
-    let request = Request::Exec {
-        sql: ctx.arg(1).to_vec(),
-        params: params(ctx),
-    };
-    submit(ctx, request)
+    match statement(ctx) {
+        Ok((sql, params)) => submit(ctx, Request::Exec { sql, params }),
+        Err(msg) => ctx.err(&msg),
+    }
 }
 
 pub fn query(ctx: &mut Ctx<'_, '_>) {
-    let request = Request::Query {
-        sql: ctx.arg(1).to_vec(),
-        params: params(ctx),
-    };
-    submit(ctx, request)
+    match statement(ctx) {
+        Ok((sql, params)) => submit(ctx, Request::Query { sql, params }),
+        Err(msg) => ctx.err(&msg),
+    }
 }
 
 pub fn tables(ctx: &mut Ctx<'_, '_>) {

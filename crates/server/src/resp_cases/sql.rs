@@ -40,3 +40,26 @@ fn sql_shapes_resp3() {
         ("SQL.TABLES", r#"["t"]"#),
     ]);
 }
+
+/// The typed-argument form `TYPES spec sql args...`: integers bind as INTEGER, reals as REAL,
+/// `b` as BLOB even when the bytes are UTF-8, `n` as NULL; untyped arguments stay TEXT.
+#[test]
+fn sql_typed_arguments() {
+    check3(&[
+        (r#"SQL.QUERY "SELECT ? = 5" 5"#, r#"[["? = 5"], [{"? = 5": :0}]]"#),
+        (r#"SQL.QUERY TYPES i "SELECT ? = 5" 5"#, r#"[["? = 5"], [{"? = 5": :1}]]"#),
+        (
+            r#"SQL.QUERY TYPES irtbn "SELECT typeof(?) a, typeof(?) b, typeof(?) c, typeof(?) d, typeof(?) e" -7 2.5 x y """#,
+            r#"[["a", "b", "c", "d", "e"], [{"a": "integer", "b": "real", "c": "text", "d": "blob", "e": "null"}]]"#,
+        ),
+        (r#"SQL.QUERY TYPES ir "SELECT ? + ?" 2 0.5"#, r#"[["? + ?"], [{"? + ?": ,2.5}]]"#),
+        (r#"SQL.EXEC "CREATE TABLE t (v)""#, ":0"),
+        (r#"SQL.EXEC TYPES in "INSERT INTO t VALUES (?), (?)" 42 """#, ":2"),
+        (r#"SQL.QUERY "SELECT typeof(v) AS ty FROM t ORDER BY rowid""#, r#"[["ty"], [{"ty": "integer"}, {"ty": "null"}]]"#),
+        (r#"SQL.QUERY TYPES i "SELECT ?" x"#, "-ERR TYPES argument 1 is not an integer"),
+        (r#"SQL.QUERY TYPES r "SELECT ?" 1.5x"#, "-ERR TYPES argument 1 is not a real number"),
+        (r#"SQL.QUERY TYPES n "SELECT ?" x"#, "-ERR TYPES argument 1 is not empty (NULL takes an empty argument)"),
+        (r#"SQL.QUERY TYPES ii "SELECT ?" 1"#, "-ERR TYPES names 2 type(s) but 1 argument(s) were given"),
+        (r#"SQL.QUERY TYPES q "SELECT ?" 1"#, "-ERR TYPES letters are i (INTEGER), r (REAL), t (TEXT), b (BLOB), n (NULL)"),
+    ]);
+}

@@ -105,3 +105,53 @@ fn without_a_consumer_sql_changes_are_only_numbered() {
     assert_eq!(after - before, 2);
     assert_eq!(shared.store.change_backlog_memory(), 0);
 }
+
+/// Typed parameters (`SQL.EXEC TYPES ...`) replay typed: an INTEGER stays an INTEGER in an
+/// untyped column, a NULL a NULL, a UTF-8 BLOB a BLOB, a REAL its exact value; untyped
+/// statements replay untyped.
+#[test]
+fn typed_parameters_replay_with_their_types() {
+    let primary = server(&[]);
+    let mut cursor = primary.store.subscribe();
+    let mut c = Client::on(&primary);
+    for (line, reply) in [
+        (r#"SQL.EXEC "CREATE TABLE v (x)""#, ":0"),
+        (
+            r#"SQL.EXEC TYPES irbnt "INSERT INTO v VALUES (?), (?), (?), (?), (?)" 5 0.1 abc "" 7"#,
+            ":5",
+        ),
+        (r#"SQL.EXEC "INSERT INTO v VALUES (?)" 8"#, ":1"),
+    ] {
+        assert_eq!(c.cmd(line), reply, "{line}");
+    }
+    let mut log = Vec::new();
+    cursor
+        .read(primary.store.sql_log(), usize::MAX, |r| {
+            log.push(r.key().to_vec())
+        })
+        .expect("the backlog holds the whole log");
+    assert_eq!(log.len(), 3);
+    let typed = String::from_utf8_lossy(&log[1]).into_owned();
+    assert!(
+        typed.contains("$5\r\nTYPES\r\n$5\r\nirbnt\r\n"),
+        "{typed:?}"
+    );
+    assert!(!String::from_utf8_lossy(&log[2]).contains("TYPES"));
+    let replica = server(&[]);
+    let mut r = Client::on(&replica);
+    for command in &log {
+        let reply = r.feed(command);
+        assert!(
+            !reply.starts_with(b"-"),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
+    let dump = r#"SQL.QUERY "SELECT typeof(x), x = 0.1 FROM v ORDER BY rowid""#;
+    let rows = c.cmd(dump);
+    assert_eq!(
+        rows,
+        r#"[["typeof(x)", "x = 0.1"], [["integer", :0], ["real", :1], ["blob", :0], ["null", $-1], ["text", :0], ["text", :0]]]"#
+    );
+    assert_eq!(r.cmd(dump), rows);
+}
