@@ -488,7 +488,7 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "sync_full", 0);
     field(t, "sync_partial_ok", 0);
     field(t, "sync_partial_err", 0);
-    field(t, "expired_subkeys", 0);
+    field(t, "expired_subkeys", store.expired_fields);
     field(t, "expired_keys", store.expired);
     field(t, "expired_stale_perc", "0.00");
     field(t, "expired_time_cap_reached_count", 0);

@@ -11,6 +11,7 @@ mod call;
 mod client_cmd;
 mod client_info;
 mod collections;
+mod hash_ttl;
 mod hashes;
 mod info;
 mod introspect;

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    blocking_cmd, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
+    blocking_cmd, hash_ttl, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
     reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange, zsets, Handler,
 };
 
@@ -186,6 +186,15 @@ pub static COMMANDS: &[Command] = &[
     cmd("hincrbyfloat", 4, WF, ONE, hashes::hincrbyfloat, "Increments a float field of a hash."),
     cmd("hscan", -3, R, ONE, hashes::hscan, "Iterates over the fields (and values) of a hash."),
     cmd("hrandfield", -2, R, ONE, hashes::hrandfield, "Returns random fields of a hash."),
+    cmd("hexpire", -6, WF, ONE, hash_ttl::hexpire, "Sets a deadline on fields of a hash, in seconds from now."),
+    cmd("hpexpire", -6, WF, ONE, hash_ttl::hpexpire, "Sets a deadline on fields of a hash, in milliseconds from now."),
+    cmd("hexpireat", -6, WF, ONE, hash_ttl::hexpireat, "Sets a deadline on fields of a hash, as a Unix time in seconds."),
+    cmd("hpexpireat", -6, WF, ONE, hash_ttl::hpexpireat, "Sets a deadline on fields of a hash, as a Unix time in milliseconds."),
+    cmd("httl", -5, RF, ONE, hash_ttl::httl, "Returns the seconds left to fields of a hash."),
+    cmd("hpttl", -5, RF, ONE, hash_ttl::hpttl, "Returns the milliseconds left to fields of a hash."),
+    cmd("hexpiretime", -5, RF, ONE, hash_ttl::hexpiretime, "Returns the deadlines of fields of a hash, as Unix times in seconds."),
+    cmd("hpexpiretime", -5, RF, ONE, hash_ttl::hpexpiretime, "Returns the deadlines of fields of a hash, as Unix times in milliseconds."),
+    cmd("hpersist", -5, WF, ONE, hash_ttl::hpersist, "Removes the deadlines of fields of a hash."),
     // Sets.
     cmd("sadd", -3, WRITE | FAST, (1, 1, 1), sets::sadd, "Add one or more members to a set."),
     cmd("srem", -3, WRITE | FAST, (1, 1, 1), sets::srem, "Remove one or more members from a set."),
