@@ -26,6 +26,20 @@ from conftest import TARGET, RespError, Server, decode_resp
 pytestmark = pytest.mark.redis_only
 
 CAIRN_ONLY_PREFIXES = ("tag.", "sql.", "wb.")
+# Commands whose arguments grew after Redis 7.0 (version of the change): against an older
+# reference their arity and DOCS history are not compared.
+GREW_AFTER_7_0 = {"zrank": (7, 2), "zrevrank": (7, 2)}
+
+
+def older_than(ref, name) -> bool:
+    """Whether the reference predates the change GREW_AFTER_7_0 records for `name`."""
+    if name not in GREW_AFTER_7_0:
+        return False
+    info = text(call(ref, "INFO", "server"))
+    version = next(line.split(":")[1] for line in info.splitlines() if line.startswith("redis_version:"))
+    return tuple(int(p) for p in version.strip().split(".")[:2]) < GREW_AFTER_7_0[name]
+
+
 # Commands every reference (7.0 or later) has: a reference that does not know one is an error.
 OLDER_THAN_7_2 = ("get", "set", "hset", "zadd", "eval", "client", "config", "command")
 
@@ -93,6 +107,8 @@ def test_command_info_matches_redis(server, redis_reference):
             assert entry == t["subcommands"][sub], sub
             checked_subs += 1
         t.pop("subcommands")
+        if older_than(ref, name):
+            o.pop("arity"), t.pop("arity")
         assert o == t, name
     assert checked_subs >= 20
 
@@ -108,6 +124,8 @@ def test_command_docs_match_redis(server, redis_reference):
             doc.pop("summary")
             doc.pop("arguments", None)
         osubs, tsubs = pairs(o.pop("subcommands", [])), pairs(t.pop("subcommands", []))
+        if older_than(ref, name):
+            o.pop("history", None), t.pop("history", None)
         for sub, entry in osubs.items():
             if sub in tsubs:
                 want = {k: v for k, v in pairs(tsubs[sub]).items() if k not in ("summary", "arguments", "history")}
@@ -150,6 +168,8 @@ def test_command_getkeys_matches_redis(server, redis_reference):
         for sub in ("GETKEYS", "GETKEYSANDFLAGS"):
             got = call(cairn, "COMMAND", sub, *request)
             want = call(ref, "COMMAND", sub, *request)
+            if isinstance(want, RespError) and older_than(ref, request[0]):
+                continue  # arguments the older reference does not take yet
             assert got == want, (sub, request)
             compared += not isinstance(want, RespError)
     assert compared > 100
