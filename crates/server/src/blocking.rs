@@ -1,5 +1,6 @@
-//! Clients blocked in BLPOP / BRPOP / BLMOVE until one of their lists has an element or their
-//! timeout passes.
+//! Clients blocked in BLPOP / BRPOP / BLMOVE / BRPOPLPUSH until one of their lists has an
+//! element, or in BZPOPMIN / BZPOPMAX until one of their sorted sets has a member, or their
+//! timeout passes (or CLIENT UNBLOCK).
 //!
 //! A blocked client does not hold its I/O thread: its command registers a waiter here and
 //! marks the connection waiting (as an SQL statement does); the reply comes later through the
@@ -39,6 +40,9 @@ pub enum Op {
     Pop(End),
     /// BLMOVE: pop from `from`, push to `to` of `dst`; replies the element.
     Move { dst: Vec<u8>, from: End, to: End },
+    /// BZPOPMIN / BZPOPMAX (`max`): pop the lowest / highest member; replies `[key, member,
+    /// score]`.
+    ZPop { max: bool },
 }
 
 struct Waiter {
@@ -86,6 +90,37 @@ fn pop_one(store: &Store, author: Author, key: &[u8], end: End) -> Option<Box<[u
             let v = take(l, end);
             let changed = v.is_some();
             (v, changed)
+        })?
+        .ok()
+        .flatten()
+    })
+}
+
+/// Pops the lowest (or, with `max`, highest) member of the sorted set under `key`, as
+/// `author`; None when there is none (no key, or not a sorted set).
+fn zpop_one(store: &Store, author: Author, key: &[u8], max: bool) -> Option<(Vec<u8>, f64)> {
+    store.write(author, key, |e| {
+        if e.item()?.kind() != Kind::ZSet {
+            return None;
+        }
+        e.update_collection(|c| {
+            let Collection::ZSet(z) = c else {
+                return (None, false);
+            };
+            let picked = {
+                let mut members = z.iter();
+                if max {
+                    members.next_back()
+                } else {
+                    members.next()
+                }
+                .map(|(m, s)| (m.to_vec(), s))
+            };
+            if let Some((m, _)) = &picked {
+                z.remove(m);
+            }
+            let changed = picked.is_some();
+            (picked, changed)
         })?
         .ok()
         .flatten()
@@ -195,7 +230,7 @@ impl Blocking {
 
     fn serve_key(&self, store: &Store, key: &[u8]) {
         loop {
-            let (ticket, client, op) = {
+            let (ticket, client, op, version) = {
                 let mut inner = self.inner.lock();
                 let Some(&ticket) = inner.by_key.get(key).and_then(|q| q.front()) else {
                     return;
@@ -206,7 +241,7 @@ impl Blocking {
                     .upgrade()
                     .filter(|c| !c.closed() && !peer_gone(c.fd))
                 {
-                    Some(c) => (ticket, c, w.op.clone()),
+                    Some(c) => (ticket, c, w.op.clone(), w.version),
                     None => {
                         self.forget(&mut inner, ticket);
                         continue;
@@ -226,6 +261,17 @@ impl Blocking {
                     }
                 },
                 Op::Move { dst, from, to } => self.serve_move(store, author, key, dst, *from, *to),
+                Op::ZPop { max } => match zpop_one(store, author, key, *max) {
+                    None => Served::Nothing,
+                    Some((member, score)) => {
+                        let mut out = Vec::new();
+                        reply::array_len(&mut out, 3);
+                        reply::bulk(&mut out, key);
+                        reply::bulk(&mut out, &member);
+                        reply::double(&mut out, score, version);
+                        Served::Reply(out)
+                    }
+                },
             };
             let Served::Reply(out) = served else {
                 return;
@@ -377,12 +423,10 @@ impl Blocking {
 
 const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// The reply of a waiter whose time is up: a null array (BLPOP) or a null bulk (BLMOVE).
+/// The reply of a waiter whose time is up (or CLIENT UNBLOCK'd): a null array, whatever the
+/// command (Redis's `replyToBlockedClientTimedOut`: BLMOVE and BRPOPLPUSH too, `*-1` in RESP2).
 fn timeout_reply(out: &mut Vec<u8>, w: &Waiter) {
-    match w.op {
-        Op::Pop(_) => reply::null_array(out, w.version),
-        Op::Move { .. } => reply::null(out, w.version),
-    }
+    reply::null_array(out, w.version)
 }
 
 fn timer_loop(blocking: Weak<Blocking>) {

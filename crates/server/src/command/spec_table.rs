@@ -146,6 +146,7 @@ pub static SPECS: &[Spec] = &[
         Sub { name: "client|info", arity: 2, flags: &["noscript", "loading", "stale"], acl: &["@slow", "@connection"], tips: &["nondeterministic_output"], summary: "Returns information about the current client connection.", since: "6.2.0", complexity: "O(1)" },
         Sub { name: "client|list", arity: -2, flags: &["admin", "noscript", "loading", "stale"], acl: &["@admin", "@slow", "@dangerous", "@connection"], tips: &["nondeterministic_output"], summary: "Get the list of client connections", since: "2.4.0", complexity: "O(N) where N is the number of client connections" },
         Sub { name: "client|kill", arity: -3, flags: &["admin", "noscript", "loading", "stale"], acl: &["@admin", "@slow", "@dangerous", "@connection"], tips: &[], summary: "Kill the connection of a client", since: "2.4.0", complexity: "O(N) where N is the number of client connections" },
+        Sub { name: "client|unblock", arity: -3, flags: &["admin", "noscript", "loading", "stale"], acl: &["@admin", "@slow", "@dangerous", "@connection"], tips: &[], summary: "Unblock a client blocked in a blocking command from a different connection", since: "5.0.0", complexity: "O(log N) where N is the number of client connections" },
         Sub { name: "client|reply", arity: 3, flags: &["noscript", "loading", "stale"], acl: &["@slow", "@connection"], tips: &[], summary: "Instruct the server whether to reply to commands", since: "3.2.0", complexity: "O(1)" },
         Sub { name: "client|no-evict", arity: 3, flags: &["admin", "noscript", "loading", "stale"], acl: &["@admin", "@slow", "@dangerous", "@connection"], tips: &[], summary: "Set client eviction mode for the current connection", since: "7.0.0", complexity: "O(1)" },
         // Redis 7.2's (the redis-server these entries come from is 7.0).
@@ -1527,6 +1528,30 @@ pub static SPECS: &[Spec] = &[
         group: "list", since: "6.2.0", complexity: "O(1)",
         doc_flags: &[], deprecated_since: "", replaced_by: "",
         history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "brpoplpush", flags: &["write", "denyoom", "noscript", "blocking"], acl: &["@write", "@list", "@slow", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }, KeySpec { notes: "", flags: &["RW", "insert"], begin: Begin::Index(2), find: Find::Range { lastkey: 0, keystep: 1, limit: 0 } }],
+        group: "list", since: "2.2.0", complexity: "O(1)",
+        doc_flags: &["deprecated"], deprecated_since: "6.2.0", replaced_by: "`BLMOVE` with the `RIGHT` and `LEFT` arguments",
+        history: &[("6.0.0", "`timeout` is interpreted as a double instead of an integer.")],
+        subcommands: &[],
+    },
+    Spec {
+        name: "bzpopmin", flags: &["write", "noscript", "blocking", "fast"], acl: &["@write", "@sortedset", "@fast", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: -2, keystep: 1, limit: 0 } }],
+        group: "sorted-set", since: "5.0.0", complexity: "O(log(N)) with N being the number of elements in the sorted set.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[("6.0.0", "`timeout` is interpreted as a double instead of an integer.")],
+        subcommands: &[],
+    },
+    Spec {
+        name: "bzpopmax", flags: &["write", "noscript", "blocking", "fast"], acl: &["@write", "@sortedset", "@fast", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Range { lastkey: -2, keystep: 1, limit: 0 } }],
+        group: "sorted-set", since: "5.0.0", complexity: "O(log(N)) with N being the number of elements in the sorted set.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[("6.0.0", "`timeout` is interpreted as a double instead of an integer.")],
         subcommands: &[],
     },
 ];

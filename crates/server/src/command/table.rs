@@ -266,6 +266,9 @@ pub static COMMANDS: &[Command] = &[
     cmd("blpop", -3, WRITE, (1, -2, 1), blocking_cmd::blpop, "Remove and get the first element in a list, or block until one is available."),
     cmd("brpop", -3, WRITE, (1, -2, 1), blocking_cmd::brpop, "Remove and get the last element in a list, or block until one is available."),
     cmd("blmove", 6, WRITE, (1, 2, 1), blocking_cmd::blmove, "Pop an element from a list, push it to another list and return it; or block until one is available."),
+    cmd("brpoplpush", 4, WRITE, (1, 2, 1), blocking_cmd::brpoplpush, "Pop an element from a list, push it to another list and return it; or block until one is available."),
+    cmd("bzpopmin", -3, WRITE | FAST, (1, -2, 1), blocking_cmd::bzpopmin, "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available."),
+    cmd("bzpopmax", -3, WRITE | FAST, (1, -2, 1), blocking_cmd::bzpopmax, "Remove and return the member with the highest score from one or more sorted sets, or block until one is available."),
     // Publish/subscribe.
     cmd("subscribe", -2, PUBSUB, NONE, pubsub::subscribe, "Listens for messages on channels."),
     cmd("unsubscribe", -1, PUBSUB, NONE, pubsub::unsubscribe, "Stops listening on channels."),

@@ -131,6 +131,8 @@ pub fn zadd(ctx: &mut Ctx<'_, '_>) {
         let changed = added + updated > 0;
         (Ok((added, updated, incr_result)), changed)
     });
+    // A client blocked in BZPOPMIN / BZPOPMAX on the key may now pop.
+    ctx.shared.blocking.key_ready(ctx.args.get(1));
     match result {
         Err(fail) => fail.reply(ctx),
         Ok(Some(Err(()))) => ctx.err(b"ERR resulting score is not a number (NaN)"),
@@ -158,6 +160,7 @@ pub fn zincrby(ctx: &mut Ctx<'_, '_>) {
         z.insert(member, new);
         (Some(new), true)
     });
+    ctx.shared.blocking.key_ready(ctx.args.get(1));
     match result {
         Err(f) => f.reply(ctx),
         Ok(Some(Some(score))) => ctx.double(score),
@@ -281,6 +284,33 @@ fn pop(ctx: &mut Ctx<'_, '_>, max: bool) {
         Err(f) => f.reply(ctx),
         Ok(popped) => reply_pairs(ctx, &popped.unwrap_or_default(), true, count.is_some()),
     }
+}
+
+/// Pops the lowest (or, with `max`, highest) member of the sorted set under `key`: None when
+/// there is no key (BZPOPMIN / BZPOPMAX try it before they block).
+pub fn zpop_from(
+    db: &mut super::Db<'_, '_>,
+    key: &[u8],
+    max: bool,
+) -> Result<Option<(Vec<u8>, f64)>, Fail> {
+    let popped = coll::write(db, key, Kind::ZSet, false, |c| {
+        let z = as_zset_mut(c);
+        let picked = {
+            let mut members = z.iter();
+            if max {
+                members.next_back()
+            } else {
+                members.next()
+            }
+            .map(|(m, s)| (m.to_vec(), s))
+        };
+        if let Some((m, _)) = &picked {
+            z.remove(m);
+        }
+        let changed = picked.is_some();
+        (picked, changed)
+    })?;
+    Ok(popped.flatten())
 }
 
 pub fn zpopmin(ctx: &mut Ctx<'_, '_>) {
@@ -487,6 +517,7 @@ fn combine(ctx: &mut Ctx<'_, '_>, op: SetOp, output: Output) {
         }
         Output::Store => {
             let n = z.len();
+            ctx.shared.blocking.key_ready(ctx.args.get(1));
             match coll::store(&mut ctx.db, ctx.args.get(1), Collection::ZSet(z)) {
                 Ok(()) => ctx.int(n as i64),
                 Err(f) => f.reply(ctx),
