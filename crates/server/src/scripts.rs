@@ -63,6 +63,8 @@ pub struct Scripts {
     pub epoch: AtomicU64,
     /// The client MONITOR shows for commands a script runs (`[0 lua]`).
     pub lua_client: Arc<ClientInfo>,
+    /// Bytes the interpreters (one per thread that ran a script) hold (INFO used_memory_lua).
+    pub vm_memory: AtomicUsize,
 }
 
 impl Default for Scripts {
@@ -81,6 +83,7 @@ impl Scripts {
             gates: (0..gates).map(|_| RwLock::new(())).collect(),
             running: Mutex::new(None),
             epoch: AtomicU64::new(0),
+            vm_memory: AtomicUsize::new(0),
             lua_client: Arc::new(ClientInfo::new(
                 0,
                 "lua".into(),

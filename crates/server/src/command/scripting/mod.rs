@@ -208,6 +208,7 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
         };
         let outcome = vm.run(&f, keys, argv, &mut frame);
         drop(hold);
+        vm.report_memory(&scripts.vm_memory);
         match outcome {
             Outcome::Done(v, resp3) => {
                 convert::result_to_reply(ctx.out, &v, ctx.conn.version, resp3)
@@ -303,8 +304,11 @@ fn compile_check(ctx: &Ctx<'_, '_>, sha: &[u8; 40], body: &[u8]) -> Result<(), S
             *slot = Some(Vm::new().map_err(|e| format!("ERR {e}"))?);
         }
         let vm = slot.as_mut().expect("made above");
-        vm.function(epoch, sha, &body[sb.len..])
+        let compiled = vm
+            .function(epoch, sha, &body[sb.len..])
             .map(drop)
-            .map_err(|msg| format!("ERR Error compiling script (new function): {msg}"))
+            .map_err(|msg| format!("ERR Error compiling script (new function): {msg}"));
+        vm.report_memory(&ctx.shared.scripts.vm_memory);
+        compiled
     })
 }

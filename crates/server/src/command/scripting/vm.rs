@@ -91,6 +91,8 @@ pub struct Vm {
     runner: Function,
     functions: HashMap<[u8; 40], Function>,
     epoch: u64,
+    /// The interpreter's memory last added to `Scripts::vm_memory` (INFO used_memory_lua).
+    reported: usize,
 }
 
 /// What a script's run came to.
@@ -145,7 +147,19 @@ impl Vm {
             runner,
             functions: HashMap::new(),
             epoch: 0,
+            reported: 0,
         })
+    }
+
+    /// Brings `total` (the memory of every thread's interpreter) up to date with this one's.
+    pub fn report_memory(&mut self, total: &std::sync::atomic::AtomicUsize) {
+        let now = self.lua.used_memory();
+        if now >= self.reported {
+            total.fetch_add(now - self.reported, Relaxed);
+        } else {
+            total.fetch_sub(self.reported - now, Relaxed);
+        }
+        self.reported = now;
     }
 
     /// The compiled function of a script, compiling it the first time (the error is Lua's
