@@ -262,15 +262,9 @@ pub fn script(ctx: &mut Ctx<'_, '_>) {
             ctx.shared.store.account_external(-(freed as i64));
             ctx.ok()
         }
-        b"kill" if argc == 2 => match scripts.running() {
-            None => ctx.err(b"NOTBUSY No scripts in execution right now."),
-            Some(r) if r.wrote.load(Relaxed) => ctx.err(
-                b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
-            ),
-            Some(r) => {
-                r.kill.store(true, Relaxed);
-                ctx.ok()
-            }
+        b"kill" if argc == 2 => match scripts.kill() {
+            Ok(()) => ctx.ok(),
+            Err(msg) => ctx.err(msg),
         },
         b"help" if argc == 2 => ctx.help(
             "SCRIPT",
