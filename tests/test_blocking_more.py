@@ -86,3 +86,45 @@ def test_client_unblock(server, r):
         r.execute_command("CLIENT", "UNBLOCK", cid, "NOPE")
     with pytest.raises(Exception, match="value is not an integer or out of range"):
         r.execute_command("CLIENT", "UNBLOCK", "x")
+
+
+def test_lmpop_zmpop(r, raw):
+    r.rpush("l2", "a", "b", "c")
+    r.zadd("z2", {"m": 1, "n": 2, "o": 3})
+    assert r.lmpop(2, "l1", "l2", direction="LEFT") == [b"l2", [b"a"]]
+    assert r.lmpop(2, "l1", "l2", direction="RIGHT", count=5) == [b"l2", [b"c", b"b"]]
+    assert r.exists("l2") == 0
+    assert r.lmpop(1, "l2", direction="LEFT") is None
+    assert r.execute_command("ZMPOP", 2, "z1", "z2", "MAX", "COUNT", 2) == [b"z2", [[b"o", b"3"], [b"n", b"2"]]]
+    assert r.execute_command("ZMPOP", 1, "z2", "MIN") == [b"z2", [[b"m", b"1"]]]
+    assert r.execute_command("ZMPOP", 1, "z2", "MIN") is None
+    r.set("str", "v")
+    assert raw.err("LMPOP", "1", "str", "LEFT").startswith("WRONGTYPE")
+    assert raw.err("LMPOP", "0", "l", "LEFT") == "ERR numkeys should be greater than 0"
+    assert raw.err("LMPOP", "3", "l", "LEFT") == "ERR syntax error"
+    assert raw.err("LMPOP", "1", "l", "UP") == "ERR syntax error"
+    assert raw.err("LMPOP", "1", "l", "LEFT", "COUNT", "0") == "ERR count should be greater than 0"
+    assert raw.err("LMPOP", "1", "l", "LEFT", "COUNT", "1", "COUNT", "2") == "ERR syntax error"
+    assert raw.err("ZMPOP", "1", "z", "LEFT") == "ERR syntax error"
+    assert raw.err("ZMPOP", "9223372036854775807", "z", "MIN") == "ERR syntax error"
+
+
+def test_blmpop_bzmpop_wait(server, r):
+    r.rpush("l", "x")
+    assert r.blmpop(1, 2, "none", "l", direction="LEFT") == [b"l", [b"x"]]
+    c = server.raw()
+    c.send(resp("BLMPOP", "10", "2", "q1", "q2", "RIGHT", "COUNT", "2"))
+    assert c.read_available(wait=0.1) == b""
+    r.rpush("q2", "a", "b", "c")
+    assert c.read_resp(timeout=5) == b"*2\r\n$2\r\nq2\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n"
+    c.send(resp("BZMPOP", "10", "1", "zq", "MIN", "COUNT", "5"))
+    assert c.read_available(wait=0.1) == b""
+    r.zadd("zq", {"p": 2, "q": 1})
+    assert c.read_resp(timeout=5) == b"*2\r\n$2\r\nzq\r\n*2\r\n*2\r\n$1\r\nq\r\n$1\r\n1\r\n*2\r\n$1\r\np\r\n$1\r\n2\r\n"
+    c.send(resp("BZMPOP", "0.05", "1", "zq", "MIN"))
+    assert c.read_resp(timeout=5) == b"*-1\r\n"
+    c.send(resp("BLMPOP", "x", "1", "zq", "MIN"))
+    assert c.read_resp(timeout=5) == b"-ERR syntax error\r\n"
+    c.send(resp("BLMPOP", "x", "1", "zq", "LEFT"))
+    assert c.read_resp(timeout=5) == b"-ERR timeout is not a float or out of range\r\n"
+    c.close()

@@ -1,5 +1,5 @@
-//! Clients blocked in BLPOP / BRPOP / BLMOVE / BRPOPLPUSH until one of their lists has an
-//! element, or in BZPOPMIN / BZPOPMAX until one of their sorted sets has a member, or their
+//! Clients blocked in BLPOP / BRPOP / BLMOVE / BRPOPLPUSH / BLMPOP until one of their lists
+//! has an element, or in BZPOPMIN / BZPOPMAX / BZMPOP until one of their sorted sets has a member, or their
 //! timeout passes (or CLIENT UNBLOCK).
 //!
 //! A blocked client does not hold its I/O thread: its command registers a waiter here and
@@ -43,6 +43,10 @@ pub enum Op {
     /// BZPOPMIN / BZPOPMAX (`max`): pop the lowest / highest member; replies `[key, member,
     /// score]`.
     ZPop { max: bool },
+    /// BLMPOP: pop up to `count` from this end; replies `[key, [element...]]`.
+    MPop { end: End, count: usize },
+    /// BZMPOP: pop up to `count` lowest / highest members; replies `[key, [[member, score]...]]`.
+    ZMPop { max: bool, count: usize },
 }
 
 struct Waiter {
@@ -96,9 +100,15 @@ fn pop_one(store: &Store, author: Author, key: &[u8], end: End) -> Option<Box<[u
     })
 }
 
-/// Pops the lowest (or, with `max`, highest) member of the sorted set under `key`, as
-/// `author`; None when there is none (no key, or not a sorted set).
-fn zpop_one(store: &Store, author: Author, key: &[u8], max: bool) -> Option<(Vec<u8>, f64)> {
+/// Pops up to `count` of the lowest (or, with `max`, highest) members of the sorted set under
+/// `key`, as `author`; None when there is none (no key, or not a sorted set).
+fn zpop_some(
+    store: &Store,
+    author: Author,
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Option<Vec<(Vec<u8>, f64)>> {
     store.write(author, key, |e| {
         if e.item()?.kind() != Kind::ZSet {
             return None;
@@ -107,20 +117,42 @@ fn zpop_one(store: &Store, author: Author, key: &[u8], max: bool) -> Option<(Vec
             let Collection::ZSet(z) = c else {
                 return (None, false);
             };
-            let picked = {
-                let mut members = z.iter();
-                if max {
-                    members.next_back()
-                } else {
-                    members.next()
-                }
-                .map(|(m, s)| (m.to_vec(), s))
+            let picked: Vec<(Vec<u8>, f64)> = if max {
+                z.iter().rev().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
+            } else {
+                z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
             };
-            if let Some((m, _)) = &picked {
+            picked.iter().for_each(|(m, _)| {
                 z.remove(m);
-            }
-            let changed = picked.is_some();
-            (picked, changed)
+            });
+            let changed = !picked.is_empty();
+            (changed.then_some(picked), changed)
+        })?
+        .ok()
+        .flatten()
+    })
+}
+
+/// Pops up to `count` elements from `end` of the list under `key`, as `author`; None when
+/// there is none.
+fn pop_some(
+    store: &Store,
+    author: Author,
+    key: &[u8],
+    end: End,
+    count: usize,
+) -> Option<Vec<Box<[u8]>>> {
+    store.write(author, key, |e| {
+        if e.item()?.kind() != Kind::List {
+            return None;
+        }
+        e.update_collection(|c| {
+            let Collection::List(l) = c else {
+                return (None, false);
+            };
+            let popped: Vec<Box<[u8]>> = (0..count).map_while(|_| take(l, end)).collect();
+            let changed = !popped.is_empty();
+            (changed.then_some(popped), changed)
         })?
         .ok()
         .flatten()
@@ -261,14 +293,41 @@ impl Blocking {
                     }
                 },
                 Op::Move { dst, from, to } => self.serve_move(store, author, key, dst, *from, *to),
-                Op::ZPop { max } => match zpop_one(store, author, key, *max) {
+                Op::ZPop { max } => match zpop_some(store, author, key, *max, 1) {
                     None => Served::Nothing,
-                    Some((member, score)) => {
+                    Some(popped) => {
+                        let (member, score) = &popped[0];
                         let mut out = Vec::new();
                         reply::array_len(&mut out, 3);
                         reply::bulk(&mut out, key);
-                        reply::bulk(&mut out, &member);
-                        reply::double(&mut out, score, version);
+                        reply::bulk(&mut out, member);
+                        reply::double(&mut out, *score, version);
+                        Served::Reply(out)
+                    }
+                },
+                Op::MPop { end, count } => match pop_some(store, author, key, *end, *count) {
+                    None => Served::Nothing,
+                    Some(popped) => {
+                        let mut out = Vec::new();
+                        reply::array_len(&mut out, 2);
+                        reply::bulk(&mut out, key);
+                        reply::array_len(&mut out, popped.len());
+                        popped.iter().for_each(|v| reply::bulk(&mut out, v));
+                        Served::Reply(out)
+                    }
+                },
+                Op::ZMPop { max, count } => match zpop_some(store, author, key, *max, *count) {
+                    None => Served::Nothing,
+                    Some(popped) => {
+                        let mut out = Vec::new();
+                        reply::array_len(&mut out, 2);
+                        reply::bulk(&mut out, key);
+                        reply::array_len(&mut out, popped.len());
+                        for (member, score) in &popped {
+                            reply::array_len(&mut out, 2);
+                            reply::bulk(&mut out, member);
+                            reply::double(&mut out, *score, version);
+                        }
                         Served::Reply(out)
                     }
                 },

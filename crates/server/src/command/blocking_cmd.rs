@@ -11,7 +11,7 @@ use super::zsets::zpop_from;
 use super::{parse_f64, Ctx, SYNTAX};
 
 /// A timeout in seconds (fractions allowed; 0: forever), or the error replied.
-fn timeout_arg(ctx: &mut Ctx<'_, '_>, i: usize) -> Option<Option<Duration>> {
+pub(super) fn timeout_arg(ctx: &mut Ctx<'_, '_>, i: usize) -> Option<Option<Duration>> {
     let Some(secs) = parse_f64(ctx.arg(i)).filter(|s| s.is_finite()) else {
         ctx.err(b"ERR timeout is not a float or out of range");
         return None;
@@ -28,7 +28,7 @@ fn timeout_arg(ctx: &mut Ctx<'_, '_>, i: usize) -> Option<Option<Duration>> {
 }
 
 /// Parks the client: the reply comes through its mailbox (see `crate::blocking`).
-fn block(ctx: &mut Ctx<'_, '_>, keys: Vec<Vec<u8>>, op: Op, timeout: Option<Duration>) {
+pub(super) fn block(ctx: &mut Ctx<'_, '_>, keys: Vec<Vec<u8>>, op: Op, timeout: Option<Duration>) {
     use std::sync::atomic::Ordering::Relaxed;
     ctx.conn.publish_last_command();
     ctx.conn
@@ -119,15 +119,16 @@ fn blocking_zpop(ctx: &mut Ctx<'_, '_>, max: bool) {
     };
     for i in 1..last {
         let key = ctx.args.get(i);
-        match zpop_from(&mut ctx.db, key, max) {
+        match zpop_from(&mut ctx.db, key, max, 1) {
             Err(f) => return f.reply(ctx),
-            Ok(Some((member, score))) => {
+            Ok(Some(popped)) if !popped.is_empty() => {
+                let (member, score) = &popped[0];
                 ctx.array(3);
                 ctx.bulk(key);
-                ctx.bulk(&member);
-                return ctx.double(score);
+                ctx.bulk(member);
+                return ctx.double(*score);
             }
-            Ok(None) => {}
+            Ok(_) => {}
         }
     }
     if ctx.conn.in_exec {

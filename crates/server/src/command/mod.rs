@@ -17,6 +17,7 @@ mod info;
 mod introspect;
 mod keys;
 mod lists;
+mod mpop;
 mod object;
 mod observe_cmd;
 pub(crate) mod observe_hook;

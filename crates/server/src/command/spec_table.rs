@@ -1554,6 +1554,38 @@ pub static SPECS: &[Spec] = &[
         history: &[("6.0.0", "`timeout` is interpreted as a double instead of an integer.")],
         subcommands: &[],
     },
+    Spec {
+        name: "lmpop", flags: &["write"], acl: &["@write", "@list", "@slow"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "list", since: "7.0.0", complexity: "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "zmpop", flags: &["write"], acl: &["@write", "@sortedset", "@slow"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(1), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "sorted-set", since: "7.0.0", complexity: "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "blmpop", flags: &["write", "blocking"], acl: &["@write", "@list", "@slow", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "list", since: "7.0.0", complexity: "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
+    Spec {
+        name: "bzmpop", flags: &["write", "blocking"], acl: &["@write", "@sortedset", "@slow", "@blocking"], tips: &[],
+        key_specs: &[KeySpec { notes: "", flags: &["RW", "access", "delete"], begin: Begin::Index(2), find: Find::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 } }],
+        group: "sorted-set", since: "7.0.0", complexity: "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
+        doc_flags: &[], deprecated_since: "", replaced_by: "",
+        history: &[],
+        subcommands: &[],
+    },
 ];
 
 /// The key specs of the subcommands that have keys (Redis describes them on the subcommand).

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    blocking_cmd, hash_ttl, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
+    blocking_cmd, hash_ttl, hashes, info, introspect, keys, lists, mpop, object, observe_cmd, persist_cmd, pubsub,
     reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange, zsets, Handler,
 };
 
@@ -269,6 +269,10 @@ pub static COMMANDS: &[Command] = &[
     cmd("brpoplpush", 4, WRITE, (1, 2, 1), blocking_cmd::brpoplpush, "Pop an element from a list, push it to another list and return it; or block until one is available."),
     cmd("bzpopmin", -3, WRITE | FAST, (1, -2, 1), blocking_cmd::bzpopmin, "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available."),
     cmd("bzpopmax", -3, WRITE | FAST, (1, -2, 1), blocking_cmd::bzpopmax, "Remove and return the member with the highest score from one or more sorted sets, or block until one is available."),
+    cmd("lmpop", -4, WRITE | MOVABLE, (0, 0, 0), mpop::lmpop, "Pop elements from the first non-empty list."),
+    cmd("zmpop", -4, WRITE | MOVABLE, (0, 0, 0), mpop::zmpop, "Remove and return members with scores from the first non-empty sorted set."),
+    cmd("blmpop", -5, WRITE | MOVABLE, (0, 0, 0), mpop::blmpop, "Pop elements from the first non-empty list, or block until one is available."),
+    cmd("bzmpop", -5, WRITE | MOVABLE, (0, 0, 0), mpop::bzmpop, "Remove and return members with scores from the first non-empty sorted set, or block until one is available."),
     // Publish/subscribe.
     cmd("subscribe", -2, PUBSUB, NONE, pubsub::subscribe, "Listens for messages on channels."),
     cmd("unsubscribe", -1, PUBSUB, NONE, pubsub::unsubscribe, "Stops listening on channels."),

@@ -286,31 +286,28 @@ fn pop(ctx: &mut Ctx<'_, '_>, max: bool) {
     }
 }
 
-/// Pops the lowest (or, with `max`, highest) member of the sorted set under `key`: None when
-/// there is no key (BZPOPMIN / BZPOPMAX try it before they block).
+/// Pops up to `count` of the lowest (or, with `max`, highest) members of the sorted set under
+/// `key`, in that order: None when there is no key (BZPOPMIN, ZMPOP and BZMPOP try it before
+/// they block).
 pub fn zpop_from(
     db: &mut super::Db<'_, '_>,
     key: &[u8],
     max: bool,
-) -> Result<Option<(Vec<u8>, f64)>, Fail> {
-    let popped = coll::write(db, key, Kind::ZSet, false, |c| {
+    count: usize,
+) -> Result<Option<Vec<(Vec<u8>, f64)>>, Fail> {
+    coll::write(db, key, Kind::ZSet, false, |c| {
         let z = as_zset_mut(c);
-        let picked = {
-            let mut members = z.iter();
-            if max {
-                members.next_back()
-            } else {
-                members.next()
-            }
-            .map(|(m, s)| (m.to_vec(), s))
+        let picked: Vec<(Vec<u8>, f64)> = if max {
+            z.iter().rev().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
+        } else {
+            z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
         };
-        if let Some((m, _)) = &picked {
+        picked.iter().for_each(|(m, _)| {
             z.remove(m);
-        }
-        let changed = picked.is_some();
+        });
+        let changed = !picked.is_empty();
         (picked, changed)
-    })?;
-    Ok(popped.flatten())
+    })
 }
 
 pub fn zpopmin(ctx: &mut Ctx<'_, '_>) {
