@@ -118,7 +118,11 @@ fn zpop_some(
                 return (None, false);
             };
             let picked: Vec<(Vec<u8>, f64)> = if max {
-                z.iter().rev().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
+                z.iter()
+                    .rev()
+                    .take(count)
+                    .map(|(m, s)| (m.to_vec(), s))
+                    .collect()
             } else {
                 z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
             };

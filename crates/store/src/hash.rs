@@ -238,12 +238,12 @@ pub fn delete(old: &[u8], remove: &[&[u8]], out: &mut Vec<u8>) -> usize {
 /// into `out`; fields not in `old` are ignored.
 pub fn set_deadlines(old: &[u8], changes: &[(&[u8], Option<u64>)], out: &mut Vec<u8>) {
     encode(
-        entries(old).map(|(f, v, d)| {
-            match changes.iter().rev().find(|(c, _)| *c == f) {
+        entries(old).map(
+            |(f, v, d)| match changes.iter().rev().find(|(c, _)| *c == f) {
                 Some((_, new)) => (f, v, *new),
                 None => (f, v, d),
-            }
-        }),
+            },
+        ),
         out,
     );
 }
@@ -307,7 +307,10 @@ mod tests {
         set_with(&b, &[(b"f2", b"x")], true, &mut c);
         assert_eq!(deadline(&c, b"f2"), Some(Some(1_000)));
         delete(&b, &[b"f1"], &mut c);
-        assert_eq!(entries(&c).collect::<Vec<_>>(), vec![(&b"f2"[..], &b"v2"[..], Some(1_000))]);
+        assert_eq!(
+            entries(&c).collect::<Vec<_>>(),
+            vec![(&b"f2"[..], &b"v2"[..], Some(1_000))]
+        );
         set_deadlines(&c, &[(b"f2", None)], &mut a);
         assert!(!has_deadlines(&a));
         // A trailer with the wrong count of deadlines is malformed.

@@ -159,12 +159,7 @@ impl Shard {
     /// Removes the expired fields of up to `budget` hashes with field deadlines, from the
     /// field cursor on (a hash whose last field expired goes as a whole). Returns (hashes
     /// visited, fields removed).
-    pub fn expire_fields_some(
-        &mut self,
-        store: &Store,
-        budget: usize,
-        now: u64,
-    ) -> (usize, usize) {
+    pub fn expire_fields_some(&mut self, store: &Store, budget: usize, now: u64) -> (usize, usize) {
         let budget = budget.min(self.hashes_with_deadlines.len());
         let mut visited = 0;
         let mut removed = 0;
@@ -173,9 +168,8 @@ impl Shard {
             let key = self.hashes_with_deadlines[at].clone();
             visited += 1;
             let index = self.index;
-            let mut entry = Entry::new(store, index, self, &key, Author::SERVER);
-            let (fields, still) = entry.purge_expired_fields(now);
-            drop(entry);
+            let (fields, still) =
+                Entry::new(store, index, self, &key, Author::SERVER).purge_expired_fields(now);
             removed += fields;
             if still {
                 self.field_cursor = at + 1;
@@ -443,9 +437,7 @@ impl<'a> Entry<'a> {
             .insert_at(i, self.hash, item, expire_at.is_some());
         self.probe = Probe::Found(i);
         if kind == Kind::Hash && crate::hash::has_deadlines(item.value()) {
-            self.shard
-                .hashes_with_deadlines
-                .insert(self.key.into());
+            self.shard.hashes_with_deadlines.insert(self.key.into());
         }
         let mut charged = item.charged();
         if !tags.is_empty() {

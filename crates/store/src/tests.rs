@@ -664,7 +664,11 @@ fn hash_fields_expire_actively_and_the_last_one_takes_the_hash() {
     s.write(A, b"h", |e| e.put(Kind::Hash, &timed, None, 0))
         .unwrap();
     let mut both = Vec::new();
-    hash::set_deadlines(&plain, &[(b"a", Some(now - 1)), (b"b", Some(now - 1))], &mut both);
+    hash::set_deadlines(
+        &plain,
+        &[(b"a", Some(now - 1)), (b"b", Some(now - 1))],
+        &mut both,
+    );
     s.write(A, b"gone", |e| e.put(Kind::Hash, &both, None, 0))
         .unwrap();
     s.write(A, b"later", |e| {

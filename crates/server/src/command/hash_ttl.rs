@@ -42,6 +42,9 @@ fn fields_arg<'a>(
     Ok(ctx.args.tail(at + 2).collect())
 }
 
+/// HEXPIRE's arguments: the absolute deadline in ms, the condition, the fields.
+type ExpireArgs<'a> = (i64, Condition, Vec<&'a [u8]>);
+
 /// Parses the deadline and options of HEXPIRE and family: (absolute deadline in ms,
 /// condition, fields).
 fn expire_args<'a>(
@@ -49,7 +52,7 @@ fn expire_args<'a>(
     name: &str,
     unit_ms: i64,
     base: i64,
-) -> Result<(i64, Condition, Vec<&'a [u8]>), Vec<u8>> {
+) -> Result<ExpireArgs<'a>, Vec<u8>> {
     let Some(mut when) = parse_i64(ctx.arg(2)) else {
         return Err(super::NOT_INTEGER.to_vec());
     };
@@ -75,8 +78,12 @@ fn expire_args<'a>(
         _ => Condition::Always,
     };
     let at = if condition == Condition::Always { 3 } else { 4 };
-    let fields = fields_arg(ctx, at, b"ERR Parameter `numFields` should be greater than 0")
-        .map_err(<[u8]>::to_vec)?;
+    let fields = fields_arg(
+        ctx,
+        at,
+        b"ERR Parameter `numFields` should be greater than 0",
+    )
+    .map_err(<[u8]>::to_vec)?;
     Ok((when + base, condition, fields))
 }
 
@@ -203,7 +210,7 @@ fn ttl_generic(ctx: &mut Ctx<'_, '_>, show: fn(u64, u64) -> i64) {
 }
 
 pub fn httl(ctx: &mut Ctx<'_, '_>) {
-    ttl_generic(ctx, |d, now| ((d - now + 999) / 1000) as i64)
+    ttl_generic(ctx, |d, now| (d - now).div_ceil(1000) as i64)
 }
 
 pub fn hpttl(ctx: &mut Ctx<'_, '_>) {

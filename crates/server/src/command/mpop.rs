@@ -113,7 +113,11 @@ fn pop_first(ctx: &mut Ctx<'_, '_>, req: &Request, zset: bool) -> Option<bool> {
 }
 
 fn mpop(ctx: &mut Ctx<'_, '_>, zset: bool) {
-    let ends: [&[u8]; 2] = if zset { [b"min", b"max"] } else { [b"left", b"right"] };
+    let ends: [&[u8]; 2] = if zset {
+        [b"min", b"max"]
+    } else {
+        [b"left", b"right"]
+    };
     let Some(req) = request(ctx, 1, ends) else {
         return;
     };
@@ -123,7 +127,11 @@ fn mpop(ctx: &mut Ctx<'_, '_>, zset: bool) {
 }
 
 fn blocking_mpop(ctx: &mut Ctx<'_, '_>, zset: bool) {
-    let ends: [&[u8]; 2] = if zset { [b"min", b"max"] } else { [b"left", b"right"] };
+    let ends: [&[u8]; 2] = if zset {
+        [b"min", b"max"]
+    } else {
+        [b"left", b"right"]
+    };
     // As Redis: the arguments after the timeout are checked first.
     let Some(req) = request(ctx, 2, ends) else {
         return;

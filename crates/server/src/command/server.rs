@@ -258,8 +258,8 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
         "caching" if ctx.argc() == 3 => super::tracking_cmd::caching(ctx),
         "getredir" if ctx.argc() == 2 => super::tracking_cmd::getredir(ctx),
         "trackinginfo" if ctx.argc() == 2 => super::tracking_cmd::trackinginfo(ctx),
-        "id" | "getname" | "setname" | "info" | "kill" | "unblock" | "reply" | "setinfo" | "tracking"
-        | "caching" | "getredir" | "trackinginfo" | "no-evict" | "no-touch" => {
+        "id" | "getname" | "setname" | "info" | "kill" | "unblock" | "reply" | "setinfo"
+        | "tracking" | "caching" | "getredir" | "trackinginfo" | "no-evict" | "no-touch" => {
             ctx.wrong_subcommand_arity("client")
         }
         _ => ctx.unknown_subcommand("CLIENT"),

@@ -6,8 +6,9 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    blocking_cmd, hash_ttl, hashes, info, introspect, keys, lists, mpop, object, observe_cmd, persist_cmd, pubsub,
-    reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange, zsets, Handler,
+    blocking_cmd, hash_ttl, hashes, info, introspect, keys, lists, mpop, object, observe_cmd,
+    persist_cmd, pubsub, reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange,
+    zsets, Handler,
 };
 
 pub struct Command {

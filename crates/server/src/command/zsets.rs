@@ -294,11 +294,15 @@ pub fn zpop_from(
     key: &[u8],
     max: bool,
     count: usize,
-) -> Result<Option<Vec<(Vec<u8>, f64)>>, Fail> {
+) -> Result<Option<Scored>, Fail> {
     coll::write(db, key, Kind::ZSet, false, |c| {
         let z = as_zset_mut(c);
         let picked: Vec<(Vec<u8>, f64)> = if max {
-            z.iter().rev().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
+            z.iter()
+                .rev()
+                .take(count)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect()
         } else {
             z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
         };

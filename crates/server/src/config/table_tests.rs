@@ -158,7 +158,10 @@ fn every_setting_has_a_config_get_entry_and_only_mutable_ones_set() {
             .unwrap_or_else(|e| panic!("{alias}: {e}"));
         assert_eq!(
             settings.get(&[alias.as_bytes().to_vec(), name.as_bytes().to_vec()]),
-            vec![(*name, rendered.to_string()), (*alias, rendered.to_string())]
+            vec![
+                (*name, rendered.to_string()),
+                (*alias, rendered.to_string())
+            ]
         );
     }
     for s in SETTINGS {
