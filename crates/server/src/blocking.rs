@@ -1,5 +1,6 @@
-//! Clients blocked in BLPOP / BRPOP / BLMOVE until one of their lists has an element or their
-//! timeout passes.
+//! Clients blocked in BLPOP / BRPOP / BLMOVE / BRPOPLPUSH / BLMPOP until one of their lists
+//! has an element, or in BZPOPMIN / BZPOPMAX / BZMPOP until one of their sorted sets has a member, or their
+//! timeout passes (or CLIENT UNBLOCK).
 //!
 //! A blocked client does not hold its I/O thread: its command registers a waiter here and
 //! marks the connection waiting (as an SQL statement does); the reply comes later through the
@@ -39,6 +40,13 @@ pub enum Op {
     Pop(End),
     /// BLMOVE: pop from `from`, push to `to` of `dst`; replies the element.
     Move { dst: Vec<u8>, from: End, to: End },
+    /// BZPOPMIN / BZPOPMAX (`max`): pop the lowest / highest member; replies `[key, member,
+    /// score]`.
+    ZPop { max: bool },
+    /// BLMPOP: pop up to `count` from this end; replies `[key, [element...]]`.
+    MPop { end: End, count: usize },
+    /// BZMPOP: pop up to `count` lowest / highest members; replies `[key, [[member, score]...]]`.
+    ZMPop { max: bool, count: usize },
 }
 
 struct Waiter {
@@ -86,6 +94,69 @@ fn pop_one(store: &Store, author: Author, key: &[u8], end: End) -> Option<Box<[u
             let v = take(l, end);
             let changed = v.is_some();
             (v, changed)
+        })?
+        .ok()
+        .flatten()
+    })
+}
+
+/// Pops up to `count` of the lowest (or, with `max`, highest) members of the sorted set under
+/// `key`, as `author`; None when there is none (no key, or not a sorted set).
+fn zpop_some(
+    store: &Store,
+    author: Author,
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Option<Vec<(Vec<u8>, f64)>> {
+    store.write(author, key, |e| {
+        if e.item()?.kind() != Kind::ZSet {
+            return None;
+        }
+        e.update_collection(|c| {
+            let Collection::ZSet(z) = c else {
+                return (None, false);
+            };
+            let picked: Vec<(Vec<u8>, f64)> = if max {
+                z.iter()
+                    .rev()
+                    .take(count)
+                    .map(|(m, s)| (m.to_vec(), s))
+                    .collect()
+            } else {
+                z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
+            };
+            picked.iter().for_each(|(m, _)| {
+                z.remove(m);
+            });
+            let changed = !picked.is_empty();
+            (changed.then_some(picked), changed)
+        })?
+        .ok()
+        .flatten()
+    })
+}
+
+/// Pops up to `count` elements from `end` of the list under `key`, as `author`; None when
+/// there is none.
+fn pop_some(
+    store: &Store,
+    author: Author,
+    key: &[u8],
+    end: End,
+    count: usize,
+) -> Option<Vec<Box<[u8]>>> {
+    store.write(author, key, |e| {
+        if e.item()?.kind() != Kind::List {
+            return None;
+        }
+        e.update_collection(|c| {
+            let Collection::List(l) = c else {
+                return (None, false);
+            };
+            let popped: Vec<Box<[u8]>> = (0..count).map_while(|_| take(l, end)).collect();
+            let changed = !popped.is_empty();
+            (changed.then_some(popped), changed)
         })?
         .ok()
         .flatten()
@@ -195,7 +266,7 @@ impl Blocking {
 
     fn serve_key(&self, store: &Store, key: &[u8]) {
         loop {
-            let (ticket, client, op) = {
+            let (ticket, client, op, version) = {
                 let mut inner = self.inner.lock();
                 let Some(&ticket) = inner.by_key.get(key).and_then(|q| q.front()) else {
                     return;
@@ -206,7 +277,7 @@ impl Blocking {
                     .upgrade()
                     .filter(|c| !c.closed() && !peer_gone(c.fd))
                 {
-                    Some(c) => (ticket, c, w.op.clone()),
+                    Some(c) => (ticket, c, w.op.clone(), w.version),
                     None => {
                         self.forget(&mut inner, ticket);
                         continue;
@@ -226,6 +297,44 @@ impl Blocking {
                     }
                 },
                 Op::Move { dst, from, to } => self.serve_move(store, author, key, dst, *from, *to),
+                Op::ZPop { max } => match zpop_some(store, author, key, *max, 1) {
+                    None => Served::Nothing,
+                    Some(popped) => {
+                        let (member, score) = &popped[0];
+                        let mut out = Vec::new();
+                        reply::array_len(&mut out, 3);
+                        reply::bulk(&mut out, key);
+                        reply::bulk(&mut out, member);
+                        reply::double(&mut out, *score, version);
+                        Served::Reply(out)
+                    }
+                },
+                Op::MPop { end, count } => match pop_some(store, author, key, *end, *count) {
+                    None => Served::Nothing,
+                    Some(popped) => {
+                        let mut out = Vec::new();
+                        reply::array_len(&mut out, 2);
+                        reply::bulk(&mut out, key);
+                        reply::array_len(&mut out, popped.len());
+                        popped.iter().for_each(|v| reply::bulk(&mut out, v));
+                        Served::Reply(out)
+                    }
+                },
+                Op::ZMPop { max, count } => match zpop_some(store, author, key, *max, *count) {
+                    None => Served::Nothing,
+                    Some(popped) => {
+                        let mut out = Vec::new();
+                        reply::array_len(&mut out, 2);
+                        reply::bulk(&mut out, key);
+                        reply::array_len(&mut out, popped.len());
+                        for (member, score) in &popped {
+                            reply::array_len(&mut out, 2);
+                            reply::bulk(&mut out, member);
+                            reply::double(&mut out, *score, version);
+                        }
+                        Served::Reply(out)
+                    }
+                },
             };
             let Served::Reply(out) = served else {
                 return;
@@ -377,12 +486,10 @@ impl Blocking {
 
 const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// The reply of a waiter whose time is up: a null array (BLPOP) or a null bulk (BLMOVE).
+/// The reply of a waiter whose time is up (or CLIENT UNBLOCK'd): a null array, whatever the
+/// command (Redis's `replyToBlockedClientTimedOut`: BLMOVE and BRPOPLPUSH too, `*-1` in RESP2).
 fn timeout_reply(out: &mut Vec<u8>, w: &Waiter) {
-    match w.op {
-        Op::Pop(_) => reply::null_array(out, w.version),
-        Op::Move { .. } => reply::null(out, w.version),
-    }
+    reply::null_array(out, w.version)
 }
 
 fn timer_loop(blocking: Weak<Blocking>) {

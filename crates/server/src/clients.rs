@@ -297,6 +297,14 @@ impl ClientInfo {
     }
 
     /// The connection has left the registry (disconnected).
+    /// Whether `other` is served by the same event loop (the same owner thread).
+    pub fn same_loop(&self, other: &ClientInfo) -> bool {
+        match (&self.notifier, &other.notifier) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     pub fn closed(&self) -> bool {
         self.closed.load(Relaxed)
     }

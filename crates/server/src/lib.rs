@@ -1,6 +1,7 @@
 //! cairn-server: listeners, connections, threads and the command table over the store.
 
 pub mod blocking;
+pub mod busy;
 pub mod clients;
 pub mod command;
 pub mod config;

@@ -33,6 +33,8 @@ pub const MAX_CACHE_BYTES: usize = 64 << 20;
 pub const BUSY: &[u8] =
     b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
+const UNKILLABLE: &[u8] = b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+
 /// One cached script.
 pub struct Cached {
     pub body: Arc<[u8]>,
@@ -63,6 +65,8 @@ pub struct Scripts {
     pub epoch: AtomicU64,
     /// The client MONITOR shows for commands a script runs (`[0 lua]`).
     pub lua_client: Arc<ClientInfo>,
+    /// Bytes the interpreters (one per thread that ran a script) hold (INFO used_memory_lua).
+    pub vm_memory: AtomicUsize,
 }
 
 impl Default for Scripts {
@@ -81,6 +85,7 @@ impl Scripts {
             gates: (0..gates).map(|_| RwLock::new(())).collect(),
             running: Mutex::new(None),
             epoch: AtomicU64::new(0),
+            vm_memory: AtomicUsize::new(0),
             lua_client: Arc::new(ClientInfo::new(
                 0,
                 "lua".into(),
@@ -182,6 +187,19 @@ impl Scripts {
     /// The script running now, if any (SCRIPT KILL).
     pub fn running(&self) -> Option<Arc<Running>> {
         self.running.lock().clone()
+    }
+
+    /// SCRIPT KILL: asks the running script to stop; the error (without its `-`) when none
+    /// runs or it has written (then it cannot be stopped).
+    pub fn kill(&self) -> Result<(), &'static [u8]> {
+        match self.running() {
+            None => Err(b"NOTBUSY No scripts in execution right now."),
+            Some(r) if r.wrote.load(Relaxed) => Err(UNKILLABLE),
+            Some(r) => {
+                r.kill.store(true, Relaxed);
+                Ok(())
+            }
+        }
     }
 
     /// The body of the script with this (lowercase hex) SHA1, if cached.

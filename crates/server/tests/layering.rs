@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["protocol", "config", "stats", "keyspace", "sql_changes"],
     &["clients", "snapshot"],
     &["pubsub", "observe", "blocking", "scripts"],
-    &["tracking"],
+    &["tracking", "busy"],
     &["wb_tap"],
     &["shared"],
     &["command"],

@@ -55,6 +55,15 @@ impl Store {
                         break;
                     }
                 }
+                // Hashes with field deadlines: as many as the slots' budget, in the same slice.
+                let mut fields_visited = 0;
+                while fields_visited < budget && started.elapsed() < SLICE {
+                    let (v, _) = shard.expire_fields_some(self, 64, now_ms());
+                    fields_visited += v;
+                    if v < 64 || fields_visited >= shard.hashes_with_deadlines.len() {
+                        break;
+                    }
+                }
                 drop(shard);
                 cell.expired
                     .fetch_add(removed as u64, std::sync::atomic::Ordering::Relaxed);

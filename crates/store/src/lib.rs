@@ -143,6 +143,8 @@ pub(crate) struct ShardCell {
     hits: AtomicU64,
     misses: AtomicU64,
     expired: AtomicU64,
+    /// Hash fields removed because their own deadline passed (INFO `expired_subkeys`).
+    expired_fields: AtomicU64,
     evicted: AtomicU64,
     /// Records written (not rebuilt in place of themselves): memcached's `total_items`.
     stored: AtomicU64,
@@ -159,6 +161,8 @@ pub struct StoreStats {
     pub hits: u64,
     pub misses: u64,
     pub expired: u64,
+    /// Hash fields removed because their own deadline passed (HEXPIRE and family).
+    pub expired_fields: u64,
     pub evicted: u64,
     /// Records written since start, by either protocol.
     pub stored: u64,
@@ -204,6 +208,7 @@ impl Store {
                 hits: AtomicU64::new(0),
                 misses: AtomicU64::new(0),
                 expired: AtomicU64::new(0),
+                expired_fields: AtomicU64::new(0),
                 evicted: AtomicU64::new(0),
                 stored: AtomicU64::new(0),
             })
@@ -430,7 +435,13 @@ impl Store {
     /// Zeroes the hit, miss, expiry and eviction counters (CONFIG RESETSTAT).
     pub fn reset_stats(&self) {
         for cell in self.shards.iter() {
-            for counter in [&cell.hits, &cell.misses, &cell.expired, &cell.evicted] {
+            for counter in [
+                &cell.hits,
+                &cell.misses,
+                &cell.expired,
+                &cell.expired_fields,
+                &cell.evicted,
+            ] {
                 counter.store(0, Ordering::Relaxed);
             }
         }
@@ -448,6 +459,7 @@ impl Store {
             s.hits += cell.hits.load(Ordering::Relaxed);
             s.misses += cell.misses.load(Ordering::Relaxed);
             s.expired += cell.expired.load(Ordering::Relaxed);
+            s.expired_fields += cell.expired_fields.load(Ordering::Relaxed);
             s.evicted += cell.evicted.load(Ordering::Relaxed);
             s.stored += cell.stored.load(Ordering::Relaxed);
             with_shard(index, &mut |shard: &Shard| {
@@ -552,6 +564,7 @@ fn flush_shard(store: &Store, shard: &mut Shard, author: Author) {
     shard.used = shard.table.bytes();
     shard.clock_hand = 0;
     shard.expire_cursor = 0;
+    shard.hashes_with_deadlines.clear();
     store.account(delta);
     if let Err(err) = store.reaper.send(Garbage::Table(old)) {
         drop(err);

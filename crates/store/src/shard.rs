@@ -7,7 +7,10 @@
 //! - `Shard::used` is the sum of the charged size of the shard's records and its slot array,
 //!   and the store-wide counter is the sum of all shards' `used`.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
+
+use indexmap::IndexSet;
 
 use crate::changes::{ChangeKind, Log};
 use crate::collection::{self, Collection};
@@ -63,6 +66,12 @@ pub(crate) struct Shard {
     pub next_cas: u64,
     /// This shard's change numbering and backlog (see `changes`).
     pub log: Log,
+    /// Keys of hashes that had a field deadline when written (HEXPIRE and family), which the
+    /// expiry thread visits to remove expired fields; a key that no longer holds one is
+    /// dropped when visited. Empty, and free, while no hash field has a deadline.
+    pub hashes_with_deadlines: IndexSet<Box<[u8]>, ahash::RandomState>,
+    /// Where the expiry thread goes on in `hashes_with_deadlines`.
+    pub field_cursor: usize,
 }
 
 /// Memory charged for a record: its allocation rounded to the allocator's 8-byte step.
@@ -85,6 +94,8 @@ impl Shard {
             expire_cursor: 0,
             next_cas: 1,
             log: Log::default(),
+            hashes_with_deadlines: IndexSet::default(),
+            field_cursor: 0,
         }
     }
 
@@ -144,6 +155,31 @@ impl Shard {
         }
         (scanned, removed)
     }
+
+    /// Removes the expired fields of up to `budget` hashes with field deadlines, from the
+    /// field cursor on (a hash whose last field expired goes as a whole). Returns (hashes
+    /// visited, fields removed).
+    pub fn expire_fields_some(&mut self, store: &Store, budget: usize, now: u64) -> (usize, usize) {
+        let budget = budget.min(self.hashes_with_deadlines.len());
+        let mut visited = 0;
+        let mut removed = 0;
+        while visited < budget && !self.hashes_with_deadlines.is_empty() {
+            let at = self.field_cursor % self.hashes_with_deadlines.len();
+            let key = self.hashes_with_deadlines[at].clone();
+            visited += 1;
+            let index = self.index;
+            let (fields, still) =
+                Entry::new(store, index, self, &key, Author::SERVER).purge_expired_fields(now);
+            removed += fields;
+            if still {
+                self.field_cursor = at + 1;
+            } else {
+                self.hashes_with_deadlines.swap_remove_index(at);
+                self.field_cursor = at;
+            }
+        }
+        (visited, removed)
+    }
 }
 
 /// Exclusive access to one key's place in a shard, for the duration of one write.
@@ -183,7 +219,7 @@ impl<'a> Entry<'a> {
                 probe = Probe::Vacant(i);
             }
         }
-        Entry {
+        let mut entry = Entry {
             store,
             shard_index,
             shard,
@@ -191,7 +227,43 @@ impl<'a> Entry<'a> {
             hash,
             probe,
             author,
+        };
+        // A write sees a hash without its expired fields (removed here, as a lookup in Redis
+        // deletes them); readers only filter them (`hash::live`).
+        if entry.item().is_some_and(|i| i.kind() == Kind::Hash) {
+            entry.purge_expired_fields(now_ms());
         }
+        entry
+    }
+
+    /// Removes the hash's fields whose deadline is at or before `now`, recorded as the
+    /// write of the rest (or as the key's expiry when none is left). Returns (fields removed,
+    /// whether the hash still has field deadlines).
+    pub(crate) fn purge_expired_fields(&mut self, now: u64) -> (usize, bool) {
+        let Some(item) = self.item().filter(|i| i.kind() == Kind::Hash) else {
+            return (0, false);
+        };
+        let value = item.value();
+        let Cow::Owned(rest) = crate::hash::live(value, now) else {
+            return (0, crate::hash::has_deadlines(value));
+        };
+        let removed = crate::hash::len(value) - crate::hash::len(&rest);
+        self.store
+            .cell(self.shard_index)
+            .expired_fields
+            .fetch_add(removed as u64, Ordering::Relaxed);
+        if rest.is_empty() {
+            if let Probe::Found(i) = self.probe {
+                self.shard
+                    .remove_slot(self.store, i, self.author, ChangeKind::Expire);
+                self.probe = Probe::Vacant(i);
+            }
+            return (removed, false);
+        }
+        let (expire_at, flags) = (item.expire_at(), item.flags());
+        // Shrinking needs no room, so this cannot fail for memory.
+        let _ = self.put(Kind::Hash, &rest, expire_at, flags);
+        (removed, crate::hash::has_deadlines(&rest))
     }
 
     pub fn key(&self) -> &[u8] {
@@ -364,6 +436,9 @@ impl<'a> Entry<'a> {
             .table
             .insert_at(i, self.hash, item, expire_at.is_some());
         self.probe = Probe::Found(i);
+        if kind == Kind::Hash && crate::hash::has_deadlines(item.value()) {
+            self.shard.hashes_with_deadlines.insert(self.key.into());
+        }
         let mut charged = item.charged();
         if !tags.is_empty() {
             let added = self.store.tags.insert(

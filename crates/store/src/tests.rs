@@ -651,3 +651,59 @@ fn external_memory_counts_against_the_limit() {
     assert!(s.used_memory() + s.external_memory() <= 1 << 20);
     assert!(s.stats().evicted > 0);
 }
+
+#[test]
+fn hash_fields_expire_actively_and_the_last_one_takes_the_hash() {
+    use crate::hash;
+    let s = store(0, false);
+    let now = now_ms();
+    let mut plain = Vec::new();
+    hash::set(&[], &[(b"a", b"1"), (b"b", b"2")], &mut plain);
+    let mut timed = Vec::new();
+    hash::set_deadlines(&plain, &[(b"a", Some(now - 1))], &mut timed);
+    s.write(A, b"h", |e| e.put(Kind::Hash, &timed, None, 0))
+        .unwrap();
+    let mut both = Vec::new();
+    hash::set_deadlines(
+        &plain,
+        &[(b"a", Some(now - 1)), (b"b", Some(now - 1))],
+        &mut both,
+    );
+    s.write(A, b"gone", |e| e.put(Kind::Hash, &both, None, 0))
+        .unwrap();
+    s.write(A, b"later", |e| {
+        let mut v = Vec::new();
+        hash::set_deadlines(&plain, &[(b"b", Some(now + 60_000))], &mut v);
+        e.put(Kind::Hash, &v, None, 0)
+    })
+    .unwrap();
+    // Readers see the hash as it is stored until the expiry thread (or a write) comes by.
+    assert_eq!(s.read(b"h", |i| hash::len(i.unwrap().value())), 2);
+    s.expire_round();
+    assert_eq!(
+        s.read(b"h", |i| i.map(|i| i.value().to_vec())),
+        Some(b"\x01b\x012".to_vec())
+    );
+    assert!(s.read(b"gone", |i| i.is_none()));
+    assert_eq!(s.read(b"later", |i| hash::len(i.unwrap().value())), 2);
+    assert_eq!(s.stats().expired_fields, 3);
+    // "h" has no deadline left and is no longer visited; "later" still is.
+    s.expire_round();
+    let tracked: usize = (0..s.shard_count())
+        .map(|i| s.cell(i).lock.read().hashes_with_deadlines.len())
+        .sum();
+    assert_eq!(tracked, 1);
+}
+
+#[test]
+fn a_write_to_a_hash_removes_its_expired_fields_first() {
+    use crate::hash;
+    let s = store(0, false);
+    let mut v = Vec::new();
+    hash::set(&[], &[(b"a", b"1")], &mut v);
+    let mut timed = Vec::new();
+    hash::set_deadlines(&v, &[(b"a", Some(now_ms() - 1))], &mut timed);
+    s.write(A, b"h", |e| e.put(Kind::Hash, &timed, None, 0))
+        .unwrap();
+    assert!(s.write(A, b"h", |e| e.item().is_none()));
+}

@@ -1,4 +1,4 @@
-//! BLPOP, BRPOP and BLMOVE: the list pops that wait. Each first tries as its non-blocking form
+//! BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN and BZPOPMAX: the pops that wait. Each first tries as its non-blocking form
 //! does; with nothing to pop it blocks the client in `crate::blocking` (outside a transaction:
 //! inside EXEC it replies as a timeout at once, as Redis does).
 
@@ -7,10 +7,11 @@ use std::time::Duration;
 use crate::blocking::{End, Op};
 
 use super::lists::{move_element, parse_end, pop_from};
+use super::zsets::zpop_from;
 use super::{parse_f64, Ctx, SYNTAX};
 
 /// A timeout in seconds (fractions allowed; 0: forever), or the error replied.
-fn timeout_arg(ctx: &mut Ctx<'_, '_>, i: usize) -> Option<Option<Duration>> {
+pub(super) fn timeout_arg(ctx: &mut Ctx<'_, '_>, i: usize) -> Option<Option<Duration>> {
     let Some(secs) = parse_f64(ctx.arg(i)).filter(|s| s.is_finite()) else {
         ctx.err(b"ERR timeout is not a float or out of range");
         return None;
@@ -27,7 +28,7 @@ fn timeout_arg(ctx: &mut Ctx<'_, '_>, i: usize) -> Option<Option<Duration>> {
 }
 
 /// Parks the client: the reply comes through its mailbox (see `crate::blocking`).
-fn block(ctx: &mut Ctx<'_, '_>, keys: Vec<Vec<u8>>, op: Op, timeout: Option<Duration>) {
+pub(super) fn block(ctx: &mut Ctx<'_, '_>, keys: Vec<Vec<u8>>, op: Op, timeout: Option<Duration>) {
     use std::sync::atomic::Ordering::Relaxed;
     ctx.conn.publish_last_command();
     ctx.conn
@@ -78,7 +79,16 @@ pub fn blmove(ctx: &mut Ctx<'_, '_>) {
     let (Some(from), Some(to)) = (parse_end(ctx.arg(3)), parse_end(ctx.arg(4))) else {
         return ctx.err(SYNTAX);
     };
-    let Some(timeout) = timeout_arg(ctx, 5) else {
+    blocking_move(ctx, from, to, 5)
+}
+
+/// BRPOPLPUSH src dst timeout: BLMOVE src dst RIGHT LEFT timeout.
+pub fn brpoplpush(ctx: &mut Ctx<'_, '_>) {
+    blocking_move(ctx, End::Right, End::Left, 3)
+}
+
+fn blocking_move(ctx: &mut Ctx<'_, '_>, from: End, to: End, timeout_at: usize) {
+    let Some(timeout) = timeout_arg(ctx, timeout_at) else {
         return;
     };
     let (src, dst) = (ctx.args.get(1), ctx.args.get(2));
@@ -98,4 +108,40 @@ pub fn blmove(ctx: &mut Ctx<'_, '_>) {
             block(ctx, vec![src.to_vec()], op, timeout)
         }
     }
+}
+
+/// BZPOPMIN / BZPOPMAX key... timeout: `[key, member, score]` from the first non-empty
+/// sorted set, or block.
+fn blocking_zpop(ctx: &mut Ctx<'_, '_>, max: bool) {
+    let last = ctx.argc() - 1;
+    let Some(timeout) = timeout_arg(ctx, last) else {
+        return;
+    };
+    for i in 1..last {
+        let key = ctx.args.get(i);
+        match zpop_from(&mut ctx.db, key, max, 1) {
+            Err(f) => return f.reply(ctx),
+            Ok(Some(popped)) if !popped.is_empty() => {
+                let (member, score) = &popped[0];
+                ctx.array(3);
+                ctx.bulk(key);
+                ctx.bulk(member);
+                return ctx.double(*score);
+            }
+            Ok(_) => {}
+        }
+    }
+    if ctx.conn.in_exec {
+        return ctx.nil_array();
+    }
+    let keys = (1..last).map(|i| ctx.args.get(i).to_vec()).collect();
+    block(ctx, keys, Op::ZPop { max }, timeout)
+}
+
+pub fn bzpopmin(ctx: &mut Ctx<'_, '_>) {
+    blocking_zpop(ctx, false)
+}
+
+pub fn bzpopmax(ctx: &mut Ctx<'_, '_>) {
+    blocking_zpop(ctx, true)
 }

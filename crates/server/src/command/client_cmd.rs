@@ -1,4 +1,4 @@
-//! CLIENT KILL (Redis 7's filters), CLIENT REPLY and client-name validation (CLIENT SETNAME,
+//! CLIENT KILL (Redis 7's filters), CLIENT UNBLOCK, CLIENT REPLY and client-name validation (CLIENT SETNAME,
 //! HELLO SETNAME).
 
 use super::{parse_i64, Ctx, SYNTAX};
@@ -102,4 +102,22 @@ pub fn reply(ctx: &mut Ctx<'_, '_>) {
         _ => return ctx.err(SYNTAX),
     }
     ctx.ok()
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: answers a client blocked in BLPOP, BLMOVE, BZPOPMIN...
+/// as if its timeout had passed (the default) or with `-UNBLOCKED`; 1 when it was blocked.
+pub fn unblock(ctx: &mut Ctx<'_, '_>) {
+    let Some(id) = ctx.int_arg(2) else { return };
+    let reason = if ctx.argc() == 4 {
+        ctx.arg(3).to_ascii_lowercase()
+    } else {
+        b"timeout".to_vec()
+    };
+    let error: Option<&[u8]> = match reason.as_slice() {
+        b"timeout" => None,
+        b"error" => Some(b"UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+        _ => return ctx.err(b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let unblocked = u64::try_from(id).is_ok_and(|id| ctx.shared.blocking.unblock(id, error));
+    ctx.int(i64::from(unblocked))
 }

@@ -77,7 +77,8 @@ fn with_hash(ctx: &mut Ctx<'_, '_>, f: impl FnOnce(&[u8], &mut Vec<u8>, resp::re
     let out = &mut *ctx.out;
     let version = ctx.conn.version;
     ctx.db.read(key, |item| match hash_value(item) {
-        Ok(encoded) => f(encoded, out, version),
+        // Fields whose deadline passed are left out until the store removes them.
+        Ok(encoded) => f(&hash::live(encoded, store::now_ms()), out, version),
         Err(()) => resp::reply::error(out, WRONGTYPE),
     })
 }
@@ -158,7 +159,7 @@ pub fn hdel(ctx: &mut Ctx<'_, '_>) {
         let mut encoded = Vec::with_capacity(old.len());
         let removed = hash::delete(old, &fields, &mut encoded);
         if removed > 0 {
-            if encoded.is_empty() {
+            if hash::len(&encoded) == 0 {
                 e.remove();
             } else {
                 let deadline = e.item().and_then(|i| i.expire_at());
@@ -198,7 +199,8 @@ fn incr_field<T>(
             Err(msg) => return resp::reply::error(out, msg),
         };
         let mut encoded = Vec::with_capacity(old.len() + 32);
-        hash::set(old, &[(field, &text)], &mut encoded);
+        // As Redis, an increment keeps the field's deadline (HSET drops it).
+        hash::set_with(old, &[(field, &text)], true, &mut encoded);
         let deadline = e.item().and_then(|i| i.expire_at());
         match e.put(Kind::Hash, &encoded, deadline, 0) {
             Ok(_) => reply(out, &text),

@@ -366,28 +366,23 @@ fn memory_section(t: &mut String, shared: &Shared) {
     field(t, "allocator_muzzy", 0);
     field(t, "total_system_memory", system);
     field(t, "total_system_memory_human", human(system));
-    for name in [
-        "used_memory_lua",
-        "used_memory_vm_eval",
-        "used_memory_lua_human",
-        "used_memory_scripts_eval",
-        "number_of_cached_scripts",
-        "number_of_functions",
-        "number_of_libraries",
-        "used_memory_vm_functions",
-        "used_memory_vm_total",
-        "used_memory_vm_total_human",
-        "used_memory_functions",
-        "used_memory_scripts",
-        "used_memory_scripts_human",
-    ] {
-        // No scripting.
-        if name.ends_with("_human") {
-            field(t, name, "0B");
-        } else {
-            field(t, name, 0);
-        }
-    }
+    // Scripting (Redis 7's fields): the interpreters, and the script cache (bodies and
+    // entries, which count against maxmemory). cairn has no FUNCTION: those stay 0.
+    let (scripts, script_bytes) = shared.scripts.usage();
+    let vm = shared.scripts.vm_memory.load(Relaxed);
+    field(t, "used_memory_lua", vm);
+    field(t, "used_memory_vm_eval", vm);
+    field(t, "used_memory_lua_human", human(vm as u64));
+    field(t, "used_memory_scripts_eval", script_bytes);
+    field(t, "number_of_cached_scripts", scripts);
+    field(t, "number_of_functions", 0);
+    field(t, "number_of_libraries", 0);
+    field(t, "used_memory_vm_functions", 0);
+    field(t, "used_memory_vm_total", vm);
+    field(t, "used_memory_vm_total_human", human(vm as u64));
+    field(t, "used_memory_functions", 0);
+    field(t, "used_memory_scripts", script_bytes);
+    field(t, "used_memory_scripts_human", human(script_bytes as u64));
     field(t, "maxmemory", max);
     field(t, "maxmemory_human", human(max));
     field(t, "maxmemory_policy", policy.name());
@@ -488,7 +483,7 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "sync_full", 0);
     field(t, "sync_partial_ok", 0);
     field(t, "sync_partial_err", 0);
-    field(t, "expired_subkeys", 0);
+    field(t, "expired_subkeys", store.expired_fields);
     field(t, "expired_keys", store.expired);
     field(t, "expired_stale_perc", "0.00");
     field(t, "expired_time_cap_reached_count", 0);

@@ -250,6 +250,7 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
         "info" if ctx.argc() == 2 => super::client_info::info(ctx),
         "list" => super::client_info::list(ctx),
         "kill" if ctx.argc() >= 3 => super::client_cmd::kill(ctx),
+        "unblock" if (3..=4).contains(&ctx.argc()) => super::client_cmd::unblock(ctx),
         "reply" if ctx.argc() == 3 => super::client_cmd::reply(ctx),
         "setinfo" if ctx.argc() == 4 => super::client_info::setinfo(ctx),
         "no-evict" | "no-touch" if ctx.argc() == 3 => super::client_info::mode(ctx),
@@ -257,8 +258,8 @@ pub fn client(ctx: &mut Ctx<'_, '_>) {
         "caching" if ctx.argc() == 3 => super::tracking_cmd::caching(ctx),
         "getredir" if ctx.argc() == 2 => super::tracking_cmd::getredir(ctx),
         "trackinginfo" if ctx.argc() == 2 => super::tracking_cmd::trackinginfo(ctx),
-        "id" | "getname" | "setname" | "info" | "kill" | "reply" | "setinfo" | "tracking"
-        | "caching" | "getredir" | "trackinginfo" | "no-evict" | "no-touch" => {
+        "id" | "getname" | "setname" | "info" | "kill" | "unblock" | "reply" | "setinfo"
+        | "tracking" | "caching" | "getredir" | "trackinginfo" | "no-evict" | "no-touch" => {
             ctx.wrong_subcommand_arity("client")
         }
         _ => ctx.unknown_subcommand("CLIENT"),

@@ -6,8 +6,9 @@ use std::sync::OnceLock;
 
 use super::flags::*;
 use super::{
-    blocking_cmd, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
-    reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange, zsets, Handler,
+    blocking_cmd, hash_ttl, hashes, info, introspect, keys, lists, mpop, object, observe_cmd,
+    persist_cmd, pubsub, reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange,
+    zsets, Handler,
 };
 
 pub struct Command {
@@ -186,6 +187,15 @@ pub static COMMANDS: &[Command] = &[
     cmd("hincrbyfloat", 4, WF, ONE, hashes::hincrbyfloat, "Increments a float field of a hash."),
     cmd("hscan", -3, R, ONE, hashes::hscan, "Iterates over the fields (and values) of a hash."),
     cmd("hrandfield", -2, R, ONE, hashes::hrandfield, "Returns random fields of a hash."),
+    cmd("hexpire", -6, WF, ONE, hash_ttl::hexpire, "Sets a deadline on fields of a hash, in seconds from now."),
+    cmd("hpexpire", -6, WF, ONE, hash_ttl::hpexpire, "Sets a deadline on fields of a hash, in milliseconds from now."),
+    cmd("hexpireat", -6, WF, ONE, hash_ttl::hexpireat, "Sets a deadline on fields of a hash, as a Unix time in seconds."),
+    cmd("hpexpireat", -6, WF, ONE, hash_ttl::hpexpireat, "Sets a deadline on fields of a hash, as a Unix time in milliseconds."),
+    cmd("httl", -5, RF, ONE, hash_ttl::httl, "Returns the seconds left to fields of a hash."),
+    cmd("hpttl", -5, RF, ONE, hash_ttl::hpttl, "Returns the milliseconds left to fields of a hash."),
+    cmd("hexpiretime", -5, RF, ONE, hash_ttl::hexpiretime, "Returns the deadlines of fields of a hash, as Unix times in seconds."),
+    cmd("hpexpiretime", -5, RF, ONE, hash_ttl::hpexpiretime, "Returns the deadlines of fields of a hash, as Unix times in milliseconds."),
+    cmd("hpersist", -5, WF, ONE, hash_ttl::hpersist, "Removes the deadlines of fields of a hash."),
     // Sets.
     cmd("sadd", -3, WRITE | FAST, (1, 1, 1), sets::sadd, "Add one or more members to a set."),
     cmd("srem", -3, WRITE | FAST, (1, 1, 1), sets::srem, "Remove one or more members from a set."),
@@ -220,8 +230,8 @@ pub static COMMANDS: &[Command] = &[
     cmd("zrevrangebyscore", -4, READONLY, (1, 1, 1), zrange::zrevrangebyscore, "Return a range of members in a sorted set, by score, with scores ordered from high to low."),
     cmd("zrangebylex", -4, READONLY, (1, 1, 1), zrange::zrangebylex, "Return a range of members in a sorted set, by lexicographical range."),
     cmd("zrevrangebylex", -4, READONLY, (1, 1, 1), zrange::zrevrangebylex, "Return a range of members in a sorted set, by lexicographical range, ordered from higher to lower strings."),
-    cmd("zrank", 3, READONLY | FAST, (1, 1, 1), zsets::zrank, "Determine the index of a member in a sorted set."),
-    cmd("zrevrank", 3, READONLY | FAST, (1, 1, 1), zsets::zrevrank, "Determine the index of a member in a sorted set, with scores ordered from high to low."),
+    cmd("zrank", -3, READONLY | FAST, (1, 1, 1), zsets::zrank, "Determine the index of a member in a sorted set."),
+    cmd("zrevrank", -3, READONLY | FAST, (1, 1, 1), zsets::zrevrank, "Determine the index of a member in a sorted set, with scores ordered from high to low."),
     cmd("zremrangebyscore", 4, WRITE, (1, 1, 1), zrange::zremrangebyscore, "Remove all members in a sorted set within the given scores."),
     cmd("zremrangebyrank", 4, WRITE, (1, 1, 1), zrange::zremrangebyrank, "Remove all members in a sorted set within the given indexes."),
     cmd("zremrangebylex", 4, WRITE, (1, 1, 1), zrange::zremrangebylex, "Remove all members in a sorted set between the given lexicographical range."),
@@ -230,6 +240,11 @@ pub static COMMANDS: &[Command] = &[
     cmd("zscan", -3, READONLY, (1, 1, 1), zsets::zscan, "Incrementally iterate sorted sets elements and associated scores."),
     cmd("zunionstore", -4, WRITE | MOVABLE, (1, 1, 1), zsets::zunionstore, "Add multiple sorted sets and store the resulting sorted set in a new key."),
     cmd("zinterstore", -4, WRITE | MOVABLE, (1, 1, 1), zsets::zinterstore, "Intersect multiple sorted sets and store the resulting sorted set in a new key."),
+    cmd("zdiffstore", -4, WRITE | MOVABLE, (1, 1, 1), zsets::zdiffstore, "Subtract multiple sorted sets and store the resulting sorted set in a new key."),
+    cmd("zunion", -3, READONLY | MOVABLE, (0, 0, 0), zsets::zunion, "Add multiple sorted sets."),
+    cmd("zinter", -3, READONLY | MOVABLE, (0, 0, 0), zsets::zinter, "Intersect multiple sorted sets."),
+    cmd("zdiff", -3, READONLY | MOVABLE, (0, 0, 0), zsets::zdiff, "Subtract multiple sorted sets."),
+    cmd("zintercard", -3, READONLY | MOVABLE, (0, 0, 0), zsets::zintercard, "Intersect multiple sorted sets and return the cardinality of the result."),
     cmd("zrandmember", -2, READONLY, (1, 1, 1), zsets::zrandmember, "Get one or multiple random elements from a sorted set."),
     // Lists.
     cmd("lpush", -3, WRITE | FAST, (1, 1, 1), lists::lpush, "Prepend one or multiple elements to a list."),
@@ -252,6 +267,13 @@ pub static COMMANDS: &[Command] = &[
     cmd("blpop", -3, WRITE, (1, -2, 1), blocking_cmd::blpop, "Remove and get the first element in a list, or block until one is available."),
     cmd("brpop", -3, WRITE, (1, -2, 1), blocking_cmd::brpop, "Remove and get the last element in a list, or block until one is available."),
     cmd("blmove", 6, WRITE, (1, 2, 1), blocking_cmd::blmove, "Pop an element from a list, push it to another list and return it; or block until one is available."),
+    cmd("brpoplpush", 4, WRITE, (1, 2, 1), blocking_cmd::brpoplpush, "Pop an element from a list, push it to another list and return it; or block until one is available."),
+    cmd("bzpopmin", -3, WRITE | FAST, (1, -2, 1), blocking_cmd::bzpopmin, "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available."),
+    cmd("bzpopmax", -3, WRITE | FAST, (1, -2, 1), blocking_cmd::bzpopmax, "Remove and return the member with the highest score from one or more sorted sets, or block until one is available."),
+    cmd("lmpop", -4, WRITE | MOVABLE, (0, 0, 0), mpop::lmpop, "Pop elements from the first non-empty list."),
+    cmd("zmpop", -4, WRITE | MOVABLE, (0, 0, 0), mpop::zmpop, "Remove and return members with scores from the first non-empty sorted set."),
+    cmd("blmpop", -5, WRITE | MOVABLE, (0, 0, 0), mpop::blmpop, "Pop elements from the first non-empty list, or block until one is available."),
+    cmd("bzmpop", -5, WRITE | MOVABLE, (0, 0, 0), mpop::bzmpop, "Remove and return members with scores from the first non-empty sorted set, or block until one is available."),
     // Publish/subscribe.
     cmd("subscribe", -2, PUBSUB, NONE, pubsub::subscribe, "Listens for messages on channels."),
     cmd("unsubscribe", -1, PUBSUB, NONE, pubsub::unsubscribe, "Stops listening on channels."),

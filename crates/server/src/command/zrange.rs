@@ -308,6 +308,7 @@ pub fn zrangestore(ctx: &mut Ctx<'_, '_>) {
         z.insert(m, *s);
     });
     let n = z.len();
+    ctx.shared.blocking.key_ready(ctx.args.get(1));
     match coll::store(&mut ctx.db, ctx.args.get(1), Collection::ZSet(z)) {
         Ok(()) => ctx.int(n as i64),
         Err(f) => f.reply(ctx),

@@ -1,5 +1,6 @@
 //! Sorted set commands other than the range family (`zrange`): ZADD, ZREM, ZSCORE, ZMSCORE,
-//! ZINCRBY, ZCARD, ZRANK, ZREVRANK, ZPOPMIN/MAX, ZSCAN, ZRANDMEMBER, ZUNIONSTORE, ZINTERSTORE,
+//! ZINCRBY, ZCARD, ZRANK, ZREVRANK (WITHSCORE), ZPOPMIN/MAX, ZSCAN, ZRANDMEMBER, ZUNION, ZINTER,
+//! ZDIFF, ZINTERCARD and the STORE forms,
 //! on the store's out-of-line sorted sets (`store::collection`).
 
 use std::collections::HashMap;
@@ -130,6 +131,8 @@ pub fn zadd(ctx: &mut Ctx<'_, '_>) {
         let changed = added + updated > 0;
         (Ok((added, updated, incr_result)), changed)
     });
+    // A client blocked in BZPOPMIN / BZPOPMAX on the key may now pop.
+    ctx.shared.blocking.key_ready(ctx.args.get(1));
     match result {
         Err(fail) => fail.reply(ctx),
         Ok(Some(Err(()))) => ctx.err(b"ERR resulting score is not a number (NaN)"),
@@ -157,6 +160,7 @@ pub fn zincrby(ctx: &mut Ctx<'_, '_>) {
         z.insert(member, new);
         (Some(new), true)
     });
+    ctx.shared.blocking.key_ready(ctx.args.get(1));
     match result {
         Err(f) => f.reply(ctx),
         Ok(Some(Some(score))) => ctx.double(score),
@@ -217,14 +221,30 @@ pub fn zcard(ctx: &mut Ctx<'_, '_>) {
     }
 }
 
+/// ZRANK / ZREVRANK key member [WITHSCORE] (WITHSCORE: Redis 7.2, `[rank, score]`).
 fn rank(ctx: &mut Ctx<'_, '_>, reverse: bool) {
+    if ctx.argc() > 4 {
+        let name = super::lower(ctx.arg(0));
+        return ctx.err(format!("ERR wrong number of arguments for '{name}' command").as_bytes());
+    }
+    let with_score = ctx.argc() == 4;
+    if with_score && !ctx.arg(3).eq_ignore_ascii_case(b"withscore") {
+        return ctx.err(SYNTAX);
+    }
     let member = ctx.arg(2);
     match coll::read(&mut ctx.db, ctx.args.get(1), Kind::ZSet, |c| {
         let z = as_zset(c?);
         let r = z.rank(member)?;
-        Some(if reverse { z.len() - 1 - r } else { r })
+        let score = z.score(member)?;
+        Some((if reverse { z.len() - 1 - r } else { r }, score))
     }) {
-        Ok(Some(r)) => ctx.int(r as i64),
+        Ok(Some((r, score))) if with_score => {
+            ctx.array(2);
+            ctx.int(r as i64);
+            ctx.double(score)
+        }
+        Ok(Some((r, _))) => ctx.int(r as i64),
+        Ok(None) if with_score => ctx.nil_array(),
         Ok(None) => ctx.nil(),
         Err(f) => f.reply(ctx),
     }
@@ -264,6 +284,34 @@ fn pop(ctx: &mut Ctx<'_, '_>, max: bool) {
         Err(f) => f.reply(ctx),
         Ok(popped) => reply_pairs(ctx, &popped.unwrap_or_default(), true, count.is_some()),
     }
+}
+
+/// Pops up to `count` of the lowest (or, with `max`, highest) members of the sorted set under
+/// `key`, in that order: None when there is no key (BZPOPMIN, ZMPOP and BZMPOP try it before
+/// they block).
+pub fn zpop_from(
+    db: &mut super::Db<'_, '_>,
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Result<Option<Scored>, Fail> {
+    coll::write(db, key, Kind::ZSet, false, |c| {
+        let z = as_zset_mut(c);
+        let picked: Vec<(Vec<u8>, f64)> = if max {
+            z.iter()
+                .rev()
+                .take(count)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect()
+        } else {
+            z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
+        };
+        picked.iter().for_each(|(m, _)| {
+            z.remove(m);
+        });
+        let changed = !picked.is_empty();
+        (picked, changed)
+    })
 }
 
 pub fn zpopmin(ctx: &mut Ctx<'_, '_>) {
@@ -373,26 +421,60 @@ fn load_weighted(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<Scored>, Fa
     })
 }
 
-/// ZUNIONSTORE / ZINTERSTORE: `dst numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX]`.
-fn combine_store(ctx: &mut Ctx<'_, '_>, inter: bool) {
-    let name = if inter { "zinterstore" } else { "zunionstore" };
-    let Some(numkeys) = ctx.int_arg(2) else {
+/// The set operation of ZUNION / ZINTER / ZDIFF and their STORE forms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+/// What the command does with the result.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    /// ZUNIONSTORE...: store under argument 1, reply its size.
+    Store,
+    /// ZUNION...: reply the members (WITHSCORES allowed).
+    Reply,
+    /// ZINTERCARD: reply the size (LIMIT allowed).
+    Cardinality,
+}
+
+/// ZUNION / ZINTER / ZDIFF (`numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX]
+/// [WITHSCORES]`), their STORE forms (`dst` first, no WITHSCORES) and ZINTERCARD (`[LIMIT n]`),
+/// in Redis's order of checks: the count, the keys' types, then the options. ZDIFF takes
+/// neither WEIGHTS nor AGGREGATE.
+fn combine(ctx: &mut Ctx<'_, '_>, op: SetOp, output: Output) {
+    let name = super::lower(ctx.arg(0));
+    let at = if output == Output::Store { 2 } else { 1 };
+    let Some(numkeys) = ctx.int_arg(at) else {
         return;
     };
     if numkeys < 1 {
         let msg = format!("ERR at least 1 input key is needed for '{name}' command");
         return ctx.err(msg.as_bytes());
     }
-    let numkeys = numkeys as usize;
-    if numkeys > ctx.argc() - 3 {
+    if numkeys > (ctx.argc() - at - 1) as i64 {
         return ctx.err(SYNTAX);
+    }
+    let numkeys = numkeys as usize;
+    let mut inputs = Vec::with_capacity(numkeys);
+    for j in 0..numkeys {
+        match load_weighted(ctx, ctx.arg(at + 1 + j)) {
+            Ok(members) => inputs.push(members),
+            Err(f) => return f.reply(ctx),
+        }
     }
     let mut weights = vec![1.0; numkeys];
     let mut aggregate = Aggregate::Sum;
-    let mut i = 3 + numkeys;
+    let mut with_scores = false;
+    let mut limit = 0usize;
+    let mut i = at + 1 + numkeys;
+    let full = op != SetOp::Diff && output != Output::Cardinality;
     while i < ctx.argc() {
         let option = ctx.arg(i).to_ascii_lowercase();
-        if option == b"weights" && i + numkeys < ctx.argc() {
+        let remaining = ctx.argc() - i;
+        if full && option == b"weights" && remaining > numkeys {
             for (j, w) in weights.iter_mut().enumerate() {
                 match parse_f64(ctx.arg(i + 1 + j)) {
                     Some(v) => *w = v,
@@ -400,7 +482,7 @@ fn combine_store(ctx: &mut Ctx<'_, '_>, inter: bool) {
                 }
             }
             i += 1 + numkeys;
-        } else if option == b"aggregate" && i + 1 < ctx.argc() {
+        } else if full && option == b"aggregate" && remaining >= 2 {
             aggregate = match ctx.arg(i + 1).to_ascii_lowercase().as_slice() {
                 b"sum" => Aggregate::Sum,
                 b"min" => Aggregate::Min,
@@ -408,17 +490,68 @@ fn combine_store(ctx: &mut Ctx<'_, '_>, inter: bool) {
                 _ => return ctx.err(SYNTAX),
             };
             i += 2;
+        } else if output == Output::Reply && option == b"withscores" {
+            with_scores = true;
+            i += 1;
+        } else if output == Output::Cardinality && option == b"limit" && remaining >= 2 {
+            match parse_i64(ctx.arg(i + 1)) {
+                Some(n) if n >= 0 => limit = n as usize,
+                _ => return ctx.err(b"ERR LIMIT can't be negative"),
+            }
+            i += 2;
         } else {
             return ctx.err(SYNTAX);
         }
     }
-    let mut inputs = Vec::with_capacity(numkeys);
-    for j in 0..numkeys {
-        match load_weighted(ctx, ctx.arg(3 + j)) {
-            Ok(members) => inputs.push(members),
-            Err(f) => return f.reply(ctx),
+    let z = match op {
+        SetOp::Diff => diff(inputs),
+        _ => union_or_inter(inputs, &weights, aggregate, op == SetOp::Inter),
+    };
+    match output {
+        Output::Cardinality => {
+            let n = z.len();
+            ctx.int(if limit > 0 { n.min(limit) } else { n } as i64)
+        }
+        Output::Reply => {
+            let pairs: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
+            reply_pairs(ctx, &pairs, with_scores, true)
+        }
+        Output::Store => {
+            let n = z.len();
+            ctx.shared.blocking.key_ready(ctx.args.get(1));
+            match coll::store(&mut ctx.db, ctx.args.get(1), Collection::ZSet(z)) {
+                Ok(()) => ctx.int(n as i64),
+                Err(f) => f.reply(ctx),
+            }
         }
     }
+}
+
+/// The members of the first input that are in none of the others, with their scores.
+fn diff(inputs: Vec<Option<Scored>>) -> ZSet {
+    let mut inputs = inputs.into_iter();
+    let mut z = ZSet::new();
+    let Some(Some(first)) = inputs.next() else {
+        return z;
+    };
+    let others: Vec<std::collections::HashSet<Vec<u8>>> = inputs
+        .flatten()
+        .map(|members| members.into_iter().map(|(m, _)| m).collect())
+        .collect();
+    for (m, s) in first {
+        if !others.iter().any(|o| o.contains(&m)) {
+            z.insert(&m, s);
+        }
+    }
+    z
+}
+
+fn union_or_inter(
+    inputs: Vec<Option<Scored>>,
+    weights: &[f64],
+    aggregate: Aggregate,
+    inter: bool,
+) -> ZSet {
     let combine = |a: f64, b: f64| {
         let v = match aggregate {
             Aggregate::Sum => a + b,
@@ -440,8 +573,9 @@ fn combine_store(ctx: &mut Ctx<'_, '_>, inter: bool) {
             v
         }
     };
+    let numkeys = inputs.len();
     let mut result: HashMap<Vec<u8>, (f64, usize)> = HashMap::new();
-    for (members, &w) in inputs.iter().zip(&weights) {
+    for (members, &w) in inputs.iter().zip(weights) {
         for (m, s) in members.iter().flatten() {
             let s = weigh(*s, w);
             result
@@ -459,16 +593,27 @@ fn combine_store(ctx: &mut Ctx<'_, '_>, inter: bool) {
             z.insert(&m, s);
         }
     }
-    let n = z.len();
-    match coll::store(&mut ctx.db, ctx.args.get(1), Collection::ZSet(z)) {
-        Ok(()) => ctx.int(n as i64),
-        Err(f) => f.reply(ctx),
-    }
+    z
 }
 
 pub fn zunionstore(ctx: &mut Ctx<'_, '_>) {
-    combine_store(ctx, false)
+    combine(ctx, SetOp::Union, Output::Store)
 }
 pub fn zinterstore(ctx: &mut Ctx<'_, '_>) {
-    combine_store(ctx, true)
+    combine(ctx, SetOp::Inter, Output::Store)
+}
+pub fn zdiffstore(ctx: &mut Ctx<'_, '_>) {
+    combine(ctx, SetOp::Diff, Output::Store)
+}
+pub fn zunion(ctx: &mut Ctx<'_, '_>) {
+    combine(ctx, SetOp::Union, Output::Reply)
+}
+pub fn zinter(ctx: &mut Ctx<'_, '_>) {
+    combine(ctx, SetOp::Inter, Output::Reply)
+}
+pub fn zdiff(ctx: &mut Ctx<'_, '_>) {
+    combine(ctx, SetOp::Diff, Output::Reply)
+}
+pub fn zintercard(ctx: &mut Ctx<'_, '_>) {
+    combine(ctx, SetOp::Inter, Output::Cardinality)
 }

@@ -132,17 +132,24 @@ impl Settings {
     }
 
     /// CONFIG GET: `(name, value)` of every setting whose name matches one of the glob
-    /// `patterns` (lowercase), in table order, each once.
+    /// `patterns` (lowercase), in table order, each once; then the aliases that match.
     pub fn get(&self, patterns: &[Vec<u8>]) -> Vec<(&'static str, String)> {
         let config = self.current();
+        let matches = |name: &str| {
+            patterns
+                .iter()
+                .any(|p| store::glob::matches(p, name.as_bytes()))
+        };
+        let aliases = super::table::ALIASES
+            .iter()
+            .filter(|(alias, _)| matches(alias))
+            .filter_map(|(alias, name)| Some((*alias, lookup(name)?)));
         SETTINGS
             .iter()
-            .filter(|s| {
-                patterns
-                    .iter()
-                    .any(|p| store::glob::matches(p, s.name.as_bytes()))
-            })
-            .map(|s| (s.name, (s.render)(&config)))
+            .filter(|s| matches(s.name))
+            .map(|s| (s.name, s))
+            .chain(aliases)
+            .map(|(name, s)| (name, (s.render)(&config)))
             .collect()
     }
 

@@ -37,9 +37,14 @@ pub(super) fn command() -> Command {
         let check = move |text: &str| -> Result<String, String> {
             (setting.parse)(&mut Config::blank(), text).map(|()| text.to_string())
         };
+        let aliases = super::table::ALIASES
+            .iter()
+            .filter(|(_, name)| *name == setting.name)
+            .map(|(alias, _)| *alias);
         cmd = cmd.arg(
             Arg::new(setting.name)
                 .long(setting.name)
+                .aliases(aliases)
                 .value_name(setting.value_name)
                 .help(help)
                 .action(ArgAction::Set)

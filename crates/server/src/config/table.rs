@@ -88,8 +88,18 @@ impl Setting {
     }
 }
 
-/// The setting named `name` (case-insensitive; in a file, underscores stand for dashes).
+/// Other names settings answer to, as Redis keeps a setting's old name working: (alias,
+/// setting). CONFIG GET lists an alias under its own name when asked for it (or matched by a
+/// pattern), as Redis does; CONFIG SET, the command line and the file accept it.
+pub const ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold")];
+
+/// The setting named `name` or one of its aliases (case-insensitive; in a file, underscores
+/// stand for dashes).
 pub fn lookup(name: &str) -> Option<&'static Setting> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(name))
+        .map_or(name, |(_, setting)| setting);
     SETTINGS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
 }
 

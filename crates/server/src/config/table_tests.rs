@@ -144,8 +144,26 @@ fn every_setting_has_a_config_get_entry_and_only_mutable_ones_set() {
     let settings = settings_for(&Config::defaults());
     let all = settings.get(&[b"*".to_vec()]);
     let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
-    let table: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+    // Every setting in table order, then the aliases (as Redis lists `lua-time-limit` too).
+    let table: Vec<&str> = SETTINGS
+        .iter()
+        .map(|s| s.name)
+        .chain(super::table::ALIASES.iter().map(|(alias, _)| *alias))
+        .collect();
     assert_eq!(names, table);
+    for (alias, name) in super::table::ALIASES {
+        let (text, rendered) = sample(name);
+        settings
+            .set(&[(alias.as_bytes(), text.as_bytes())])
+            .unwrap_or_else(|e| panic!("{alias}: {e}"));
+        assert_eq!(
+            settings.get(&[alias.as_bytes().to_vec(), name.as_bytes().to_vec()]),
+            vec![
+                (*name, rendered.to_string()),
+                (*alias, rendered.to_string())
+            ]
+        );
+    }
     for s in SETTINGS {
         let (text, rendered) = sample(s.name);
         let result = settings.set(&[(s.name.as_bytes(), text.as_bytes())]);

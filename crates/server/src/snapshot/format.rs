@@ -16,8 +16,10 @@
 use std::io::{self, Write};
 
 pub const MAGIC: &[u8; 8] = b"CAIRNSNP";
-/// The format this build writes; it reads this one and older ones.
-pub const VERSION: u32 = 1;
+/// The format this build writes; it reads this one and older ones. Version 2: a hash's value
+/// may end with its fields' deadlines (`store::hash`), which a version-1 reader would refuse
+/// as malformed; version-1 files have none and read as they are.
+pub const VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 32;
 pub const FRAME_LEN: usize = 24;
 /// The most a block's payload may expand to (a bound on what a damaged or hostile length can
@@ -397,6 +399,12 @@ mod tests {
             layout(&newer).err(),
             Some(FormatError::NewerVersion(VERSION + 1))
         );
+        // Version 1 (before hash field deadlines) is still read.
+        let mut older = file.clone();
+        older[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32fast::hash(&older[..28]);
+        older[28..32].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(layout(&older).map(|l| l.version).ok(), Some(1));
         assert!(matches!(
             layout(b"REDIS0011"),
             Err(FormatError::NotSnapshot(_))

@@ -208,6 +208,7 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
         };
         let outcome = vm.run(&f, keys, argv, &mut frame);
         drop(hold);
+        vm.report_memory(&scripts.vm_memory);
         match outcome {
             Outcome::Done(v, resp3) => {
                 convert::result_to_reply(ctx.out, &v, ctx.conn.version, resp3)
@@ -261,15 +262,9 @@ pub fn script(ctx: &mut Ctx<'_, '_>) {
             ctx.shared.store.account_external(-(freed as i64));
             ctx.ok()
         }
-        b"kill" if argc == 2 => match scripts.running() {
-            None => ctx.err(b"NOTBUSY No scripts in execution right now."),
-            Some(r) if r.wrote.load(Relaxed) => ctx.err(
-                b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
-            ),
-            Some(r) => {
-                r.kill.store(true, Relaxed);
-                ctx.ok()
-            }
+        b"kill" if argc == 2 => match scripts.kill() {
+            Ok(()) => ctx.ok(),
+            Err(msg) => ctx.err(msg),
         },
         b"help" if argc == 2 => ctx.help(
             "SCRIPT",
@@ -303,8 +298,11 @@ fn compile_check(ctx: &Ctx<'_, '_>, sha: &[u8; 40], body: &[u8]) -> Result<(), S
             *slot = Some(Vm::new().map_err(|e| format!("ERR {e}"))?);
         }
         let vm = slot.as_mut().expect("made above");
-        vm.function(epoch, sha, &body[sb.len..])
+        let compiled = vm
+            .function(epoch, sha, &body[sb.len..])
             .map(drop)
-            .map_err(|msg| format!("ERR Error compiling script (new function): {msg}"))
+            .map_err(|msg| format!("ERR Error compiling script (new function): {msg}"));
+        vm.report_memory(&ctx.shared.scripts.vm_memory);
+        compiled
     })
 }

@@ -82,6 +82,36 @@ fn run_in_frame<R>(frame: &mut Frame<'_, '_>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+thread_local! {
+    /// When this thread last served its loop's other clients during a busy script.
+    static LAST_BUSY_POLL: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
+}
+
+/// Past `busy-reply-threshold`, lets the other clients of this thread's event loop in for
+/// SCRIPT KILL (and -BUSY) every few milliseconds (`crate::busy`; reactor model only).
+fn serve_while_busy(f: &Frame<'_, '_>, running: &crate::scripts::Running) {
+    use std::time::Duration;
+    if f.shared.config.io_model != crate::config::IoModel::Reactor {
+        return;
+    }
+    let threshold = Duration::from_millis(f.shared.settings.busy_reply_threshold.load(Relaxed));
+    if running.started.elapsed() < threshold {
+        return;
+    }
+    let due = LAST_BUSY_POLL.with(|last| {
+        let due = last
+            .get()
+            .is_none_or(|at| at.elapsed() >= Duration::from_millis(5));
+        if due {
+            last.set(Some(std::time::Instant::now()));
+        }
+        due
+    });
+    if due {
+        crate::busy::serve_own_loop(&f.shared.clients, &f.shared.scripts, &f.conn.client);
+    }
+}
+
 pub struct Vm {
     lua: Lua,
     /// The environment scripts run in (read-only view of the globals).
@@ -91,6 +121,8 @@ pub struct Vm {
     runner: Function,
     functions: HashMap<[u8; 40], Function>,
     epoch: u64,
+    /// The interpreter's memory last added to `Scripts::vm_memory` (INFO used_memory_lua).
+    reported: usize,
 }
 
 /// What a script's run came to.
@@ -131,7 +163,13 @@ impl Vm {
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             |_, _| {
-                let killed = with_frame(|f| f.running.is_some_and(|r| r.kill.load(Relaxed)));
+                let killed = with_frame(|f| {
+                    let Some(running) = f.running else {
+                        return false;
+                    };
+                    serve_while_busy(f, running);
+                    running.kill.load(Relaxed)
+                });
                 match killed {
                     Some(true) => Err(mlua::Error::RuntimeError(KILLED.into())),
                     _ => Ok(mlua::VmState::Continue),
@@ -145,7 +183,19 @@ impl Vm {
             runner,
             functions: HashMap::new(),
             epoch: 0,
+            reported: 0,
         })
+    }
+
+    /// Brings `total` (the memory of every thread's interpreter) up to date with this one's.
+    pub fn report_memory(&mut self, total: &std::sync::atomic::AtomicUsize) {
+        let now = self.lua.used_memory();
+        if now >= self.reported {
+            total.fetch_add(now - self.reported, Relaxed);
+        } else {
+            total.fetch_sub(self.reported - now, Relaxed);
+        }
+        self.reported = now;
     }
 
     /// The compiled function of a script, compiling it the first time (the error is Lua's
