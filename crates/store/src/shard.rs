@@ -172,6 +172,7 @@ impl<'a> Entry<'a> {
             let item = shard.table.item_at(i).expect("found slot is occupied");
             if Table::slot_has_expire(shard.table.slot(i))
                 && item.expire_at().is_some_and(|d| d <= now_ms())
+                && !store.replica_mode()
             {
                 // Lazily expired on this client's access: attributed to it, as Redis's
                 // `current_client` is when a lookup deletes an expired key.
@@ -704,7 +705,7 @@ impl<'a> Entry<'a> {
     fn make_room(&mut self, extra: usize) -> Result<(), OutOfMemory> {
         let store = self.store;
         let limit = store.maxmemory.load(Ordering::Relaxed);
-        if limit == 0 {
+        if limit == 0 || store.replica_mode() {
             return Ok(());
         }
         let fits =

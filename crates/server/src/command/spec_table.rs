@@ -911,6 +911,17 @@ pub static SPECS: &[Spec] = &[
     cairn("tag.count", &["readonly", "fast"], &["@keyspace", "@read", "@fast"], &[], "tag", "O(N) where N is the number of records with the first tag type"),
     cairn("tag.del", &["write"], &["@keyspace", "@write", "@slow"], &[], "tag", "O(N) where N is the number of records deleted"),
     // SQL tables run on the engine's threads and reply later: not inside MULTI.
+    // Replication (`command::replication_cmd`).
+    cairn("replicaof", &["admin", "noscript", "stale", "no_async_loading"], &["@admin", "@slow", "@dangerous"], &[], "server", "O(1)"),
+    cairn("slaveof", &["admin", "noscript", "stale", "no_async_loading"], &["@admin", "@slow", "@dangerous"], &[], "server", "O(1)"),
+    cairn("wait", &["noscript", "no_multi"], &["@slow", "@connection"], &[], "generic", "O(1)"),
+    cairn("replconf", &["admin", "noscript", "loading", "stale", "allow_busy"], &["@admin", "@slow", "@dangerous"], &[], "server", "O(1)"),
+    cairn("psync", &["admin", "noscript", "no_async_loading", "no_multi"], &["@admin", "@slow", "@dangerous"], &[], "server", "O(1)"),
+    cairn("repl.put", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "server", "O(1)"),
+    cairn("repl.ttl", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "server", "O(1)"),
+    cairn("repl.cas", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "server", "O(1)"),
+    cairn("repl.del", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "server", "O(1)"),
+    cairn("repl.flush", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "server", "O(N)"),
     cairn("sql.exec", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "sql", "Depends on the statements."),
     cairn("sql.query", &["readonly", "noscript", "no_multi"], &["@read", "@slow"], &[], "sql", "Depends on the query."),
     cairn("sql.expire", &["write", "noscript", "no_multi"], &["@write", "@slow"], &[], "sql", "O(1)"),
