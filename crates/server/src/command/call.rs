@@ -283,7 +283,9 @@ fn check<B: Body>(
 ) -> Option<String> {
     if command.has(flags::INTERNAL) {
         let name = command.name;
-        return Some(format!("ERR unknown command '{name}', with args beginning with: "));
+        return Some(format!(
+            "ERR unknown command '{name}', with args beginning with: "
+        ));
     }
     if let Some(args) = body.args() {
         if !command.arity_ok(args.len()) {
@@ -344,7 +346,9 @@ fn replication_refusal<B: Body>(
             && !repl.link_up.load(Relaxed)
             && !has_spec_flag(command, body, "stale")
         {
-            return Some("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.");
+            return Some(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            );
         }
         return None;
     }

@@ -26,7 +26,10 @@ pub fn replicaof(ctx: &mut Ctx<'_, '_>) {
         return ctx.err(b"ERR Invalid master port");
     };
     let host = String::from_utf8_lossy(host).into_owned();
-    if repl.master().is_some_and(|(h, p)| h.eq_ignore_ascii_case(&host) && p == port) {
+    if repl
+        .master()
+        .is_some_and(|(h, p)| h.eq_ignore_ascii_case(&host) && p == port)
+    {
         return ctx.simple(b"OK Already connected to specified master");
     }
     tracing::info!("REPLICAOF {host}:{port} enabled (user request)");
@@ -141,7 +144,10 @@ pub fn repl_ttl(ctx: &mut Ctx<'_, '_>) {
             e.set_cas(cas as u64);
         }
     });
-    ctx.shared.replication.max_cas.fetch_max(cas as u64, Relaxed);
+    ctx.shared
+        .replication
+        .max_cas
+        .fetch_max(cas as u64, Relaxed);
     ctx.ok()
 }
 
@@ -151,7 +157,10 @@ pub fn repl_cas(ctx: &mut Ctx<'_, '_>) {
         return;
     };
     ctx.db.write(ctx.args.get(3), |e| e.set_cas(cas as u64));
-    ctx.shared.replication.max_cas.fetch_max(cas as u64, Relaxed);
+    ctx.shared
+        .replication
+        .max_cas
+        .fetch_max(cas as u64, Relaxed);
     ctx.ok()
 }
 

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use super::flags::*;
 use super::{
     blocking_cmd, hashes, info, introspect, keys, lists, object, observe_cmd, persist_cmd, pubsub,
-    replication_cmd, reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange, zsets, Handler,
+    replication_cmd, reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange, zsets,
+    Handler,
 };
 
 pub struct Command {

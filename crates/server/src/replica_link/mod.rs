@@ -102,7 +102,10 @@ impl Link {
     fn fill(&mut self) -> io::Result<usize> {
         let mut chunk = [0u8; 64 * 1024];
         match self.stream.read(&mut chunk) {
-            Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the primary closed the link")),
+            Ok(0) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the primary closed the link",
+            )),
             Ok(n) => {
                 self.buf.extend_from_slice(&chunk[..n]);
                 Ok(n)
@@ -334,7 +337,8 @@ fn stream_loop(
     shared.clients.register(client.clone());
     let _registered = Registered(shared, id);
     let mut conn = Conn::new(client.clone(), true);
-    link.stream.set_read_timeout(Some(Duration::from_millis(100)))?;
+    link.stream
+        .set_read_timeout(Some(Duration::from_millis(100)))?;
     repl.link_up.store(true, Relaxed);
     repl.last_io_ms.store(repl.now_ms(), Relaxed);
     let limits = Limits::default();
@@ -353,7 +357,12 @@ fn stream_loop(
                 last_data = Instant::now();
                 repl.last_io_ms.store(repl.now_ms(), Relaxed);
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 if last_data.elapsed() > timeout {
                     return Err(io::Error::other("timeout: no data from the primary"));
                 }
@@ -376,7 +385,9 @@ fn stream_loop(
                     }
                     Ok(_) => break,
                     Err(e) => {
-                        return Err(io::Error::other(format!("protocol error from the primary: {e:?}")))
+                        return Err(io::Error::other(format!(
+                            "protocol error from the primary: {e:?}"
+                        )))
                     }
                 }
             }
@@ -441,7 +452,14 @@ fn run_command(shared: &Shared, conn: &mut Conn, args: Args<'_>, out: &mut Vec<u
         );
         return;
     };
-    call(shared, conn, out, command, &mut Resp(args), Caller::Replication);
+    call(
+        shared,
+        conn,
+        out,
+        command,
+        &mut Resp(args),
+        Caller::Replication,
+    );
     if conn.waiting {
         let started = Instant::now();
         while !conn.client.has_mail() && started.elapsed() < Duration::from_secs(30) {

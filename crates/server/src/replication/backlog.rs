@@ -138,7 +138,9 @@ mod tests {
                 let mut b = Backlog::new(capacity, base);
                 let mut stream = Vec::new();
                 for step in 0..60 {
-                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     let n = (state >> 59) as usize + (step % 3) * 20 % (capacity * 2 + 1);
                     let chunk: Vec<u8> = (0..n).map(|i| (stream.len() + i) as u8).collect();
                     b.append(&chunk);

@@ -86,7 +86,10 @@ pub fn parse_u64(arg: &[u8]) -> Option<u64> {
 /// What a stream command says about its place in the primary's logs: `Some((log, seq))` for
 /// the per-record commands, the per-shard seqs for `REPL.FLUSH`.
 pub enum Place {
-    Record { log: usize, seq: u64 },
+    Record {
+        log: usize,
+        seq: u64,
+    },
     Flush(Vec<u64>),
     /// Not a change (PING, REPLCONF): nothing to skip.
     None,
@@ -115,9 +118,7 @@ pub fn place(args: &[&[u8]]) -> Place {
 pub fn skip(cut: &[u64], place: &Place) -> bool {
     match place {
         Place::Record { log, seq } => cut.get(*log).is_some_and(|c| seq <= c),
-        Place::Flush(seqs) => {
-            !cut.is_empty() && seqs.iter().zip(cut).all(|(seq, c)| seq <= c)
-        }
+        Place::Flush(seqs) => !cut.is_empty() && seqs.iter().zip(cut).all(|(seq, c)| seq <= c),
         Place::None => false,
     }
 }
@@ -180,7 +181,9 @@ mod tests {
             if args[0] == b"REPL.PUT" {
                 // The record reads back into another store.
                 let other = store::Store::new(store::StoreConfig::default());
-                other.put_encoded(store::Author(1), &args[3]).expect("decodes");
+                other
+                    .put_encoded(store::Author(1), &args[3])
+                    .expect("decodes");
                 other.read(b"k", |i| {
                     let i = i.expect("written");
                     assert_eq!((i.value(), i.flags()), (&b"value"[..], 3));

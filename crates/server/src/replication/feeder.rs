@@ -85,7 +85,9 @@ impl Replication {
             if lagged {
                 // Changes were lost to this stream: nobody may continue from before, and every
                 // replica resyncs in full (a new id makes their PSYNC fail).
-                tracing::warn!("replication feeder lagged behind the change stream: replicas resync");
+                tracing::warn!(
+                    "replication feeder lagged behind the change stream: replicas resync"
+                );
                 drop(cursor);
                 {
                     let size = self.config.read().repl_backlog_size.max(1) as usize;

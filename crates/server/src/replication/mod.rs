@@ -295,7 +295,9 @@ impl Replication {
         self.replicas
             .lock()
             .iter()
-            .filter(|r| r.state.load(Relaxed) == 2 && now - r.ack_ms.load(Relaxed).min(now) <= lag_ms)
+            .filter(|r| {
+                r.state.load(Relaxed) == 2 && now - r.ack_ms.load(Relaxed).min(now) <= lag_ms
+            })
             .count()
     }
 
@@ -346,9 +348,8 @@ impl Replication {
         let mut ask = false;
         waiters.retain_mut(|w| {
             if w.target.is_none() {
-                let passed = read_to.is_some_and(|next| {
-                    w.positions.iter().zip(next).all(|(p, n)| n > p)
-                });
+                let passed =
+                    read_to.is_some_and(|next| w.positions.iter().zip(next).all(|(p, n)| n > p));
                 if passed {
                     w.target = Some(end);
                     ask = true;
@@ -389,13 +390,19 @@ impl Replication {
             field("master_port", &port);
             field("master_link_status", &if up { "up" } else { "down" });
             let io = self.now_ms().saturating_sub(self.last_io_ms.load(Relaxed)) / 1000;
-            field("master_last_io_seconds_ago", &if up { io as i64 } else { -1 });
+            field(
+                "master_last_io_seconds_ago",
+                &if up { io as i64 } else { -1 },
+            );
             let syncing = self.sync_in_progress.load(Relaxed);
             field("master_sync_in_progress", &(syncing as u8));
             field("slave_read_repl_offset", &offset);
             field("slave_repl_offset", &offset);
             field("slave_priority", &100);
-            field("slave_read_only", &(self.config.read().replica_read_only as u8));
+            field(
+                "slave_read_only",
+                &(self.config.read().replica_read_only as u8),
+            );
             field("replica_announced", &1);
         } else {
             field("role", &"master");
@@ -428,7 +435,10 @@ impl Replication {
         field("master_repl_offset", &offset);
         field("second_repl_offset", &self.ids.lock().second_offset);
         let b = self.backlog.lock();
-        field("repl_backlog_active", &((self.feeding.load(Relaxed) || self.is_replica()) as u8));
+        field(
+            "repl_backlog_active",
+            &((self.feeding.load(Relaxed) || self.is_replica()) as u8),
+        );
         field("repl_backlog_size", &b.capacity());
         field("repl_backlog_first_byte_offset", &(b.start() + 1));
         field("repl_backlog_histlen", &b.len());

@@ -29,7 +29,9 @@ pub enum PsyncError {
 impl PsyncError {
     pub fn message(&self) -> &'static str {
         match self {
-            PsyncError::NoMasterLink => "NOMASTERLINK Can't SYNC while not connected with my master",
+            PsyncError::NoMasterLink => {
+                "NOMASTERLINK Can't SYNC while not connected with my master"
+            }
         }
     }
 }
@@ -159,14 +161,20 @@ impl Replication {
             let Some((replid, offset)) = held.clone() else {
                 return Err(io::Error::other("no data from the primary yet"));
             };
-            writer.write_all(format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes())?;
-            let (w, _) = self.persistence.stream_snapshot(writer, Some(&(replid, offset)))?;
+            writer.write_all(
+                format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),
+            )?;
+            let (w, _) = self
+                .persistence
+                .stream_snapshot(writer, Some(&(replid, offset)))?;
             writer = w;
             offset
         } else {
             self.start_feeder();
             let (replid, offset) = (self.replid(), self.offset());
-            writer.write_all(format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes())?;
+            writer.write_all(
+                format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),
+            )?;
             let (w, _) = self.persistence.stream_snapshot(writer, None)?;
             writer = w;
             offset

@@ -266,7 +266,9 @@ pub(super) fn decode_repl_mark(m: &[u8]) -> Option<(String, u64)> {
     if *m.get(at)? != 2 {
         return None;
     }
-    let id = std::str::from_utf8(m.get(at + 1..at + 41)?).ok()?.to_string();
+    let id = std::str::from_utf8(m.get(at + 1..at + 41)?)
+        .ok()?
+        .to_string();
     let offset = u64::from_le_bytes(m.get(at + 41..at + 49)?.try_into().ok()?);
     Some((id, offset))
 }
