@@ -315,3 +315,21 @@ def test_stream_commands_are_refused_to_clients(server_factory):
     for cmd in (["REPL.DEL", "0", "1", "k"], ["REPL.FLUSH", "1"]):
         with pytest.raises(Exception, match="unknown command"):
             pc.execute_command(*cmd)
+
+
+def test_a_replica_without_its_primary_serves_stale_data_or_masterdown(server_factory):
+    from conftest import free_port
+
+    rep = server_factory()
+    rc = rep.client()
+    rc.set("k", "v")
+    rc.replicaof(HOST, free_port())  # nobody listens there: the link stays down
+    wait_for(lambda: info(rc)["role"] == "slave", what="the replica role")
+    assert info(rc)["master_link_status"] == "down"
+    assert rc.get("k") == b"v", "replica-serve-stale-data yes: reads are served"
+    rc.config_set("replica-serve-stale-data", "no")
+    with pytest.raises(Exception, match="MASTERDOWN"):
+        rc.get("k")
+    assert info(rc)["role"] == "slave", "stale commands (INFO) still run"
+    assert rc.replicaof("NO", "ONE")
+    assert rc.get("k") == b"v"

@@ -598,8 +598,6 @@ fn keyspace_section(t: &mut String, store: Option<&store::StoreStats>) {
     }
 }
 
-/// ROLE: a master at replication offset 0 with no replicas.
-
 #[cfg(test)]
 mod tests {
     use super::*;

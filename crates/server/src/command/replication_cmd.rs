@@ -70,7 +70,7 @@ pub fn wait(ctx: &mut Ctx<'_, '_>) {
 /// REPLCONF listening-port p | capa ... | ack offset | getack | ip-address a: the replica's
 /// side of the handshake, and its acknowledgements (which get no reply, as in Redis).
 pub fn replconf(ctx: &mut Ctx<'_, '_>) {
-    if ctx.argc() % 2 == 0 {
+    if ctx.argc().is_multiple_of(2) {
         return ctx.err(b"ERR syntax error");
     }
     let mut i = 1;
