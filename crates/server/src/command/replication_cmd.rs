@@ -54,10 +54,18 @@ pub fn wait(ctx: &mut Ctx<'_, '_>) {
     if repl.is_replica() {
         return ctx.err(b"ERR WAIT cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.");
     }
-    if want <= 0 {
-        return ctx.int(0);
+    if want <= 0 || ctx.conn.in_exec {
+        // Inside EXEC a blocking command does not block (as in Redis): it answers now.
+        return ctx.int(repl.acknowledged(repl.offset()) as i64);
     }
     let positions = ctx.shared.store.positions();
+    // Blocked until the reply is posted (CLIENT LIST `b`), as BLPOP is.
+    ctx.conn.publish_last_command();
+    ctx.conn
+        .client
+        .state
+        .flags
+        .fetch_or(crate::clients::client_flags::BLOCKED, Relaxed);
     ctx.conn.waiting = true;
     repl.wait(
         ctx.conn.client.clone(),

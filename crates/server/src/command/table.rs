@@ -99,7 +99,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("role", 1, FAST, NONE, replication_cmd::role, "Returns the replication role."),
     cmd("replicaof", 3, ADMIN, NONE, replication_cmd::replicaof, "Configures a server as replica of another, or promotes it to a master."),
     cmd("slaveof", 3, ADMIN, NONE, replication_cmd::replicaof, "Sets a Redis server as a replica of another, or promotes it to being a master."),
-    cmd("wait", 3, DEFERRED, NONE, replication_cmd::wait, "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+    cmd("wait", 3, 0, NONE, replication_cmd::wait, "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
     cmd("replconf", -1, ADMIN, NONE, replication_cmd::replconf, "An internal command for configuring the replication stream."),
     cmd("psync", -3, ADMIN | NOMULTI, NONE, replication_cmd::psync, "An internal command used in replication."),
     cmd("repl.put", 4, WRITE | INTERNAL, NONE, replication_cmd::repl_put, "Replication stream: a record as the primary has it."),

@@ -134,6 +134,9 @@ impl Settings {
         for live in SETTINGS.iter().filter_map(|s| s.live) {
             (live.read)(self, &mut config);
         }
+        // REPLICAOF changes the role at run time (not CONFIG SET): CONFIG GET and REWRITE
+        // show where the server replicates from now, as Redis's do.
+        config.repl.replicaof = self.repl.read().replicaof.clone();
         config
     }
 

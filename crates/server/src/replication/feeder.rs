@@ -30,24 +30,28 @@ impl Replication {
     /// Starts the feeder unless it runs. The cursor is taken here, before this returns: every
     /// change made after the call is in the stream at an offset past the current one.
     pub(crate) fn start_feeder(self: &Arc<Self>) {
-        if self.feeding.swap(true, Relaxed) {
+        let generation = self.generation();
+        let previous = self.feeder.swap(generation, Relaxed);
+        if previous == generation {
             return;
         }
         if self.store.change_backlog() < MIN_CHANGE_BACKLOG {
             self.store.set_change_backlog(MIN_CHANGE_BACKLOG);
         }
         let cursor = self.store.subscribe();
-        let generation = self.generation();
         let this = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("cairn-repl-feeder".into())
             .spawn(move || {
                 this.feed(cursor, generation);
-                this.feeding.store(false, Relaxed);
+                // A feeder of a later role may have started meanwhile: leave its mark.
+                let _ =
+                    this.feeder
+                        .compare_exchange(generation, super::NO_FEEDER, Relaxed, Relaxed);
             });
         if let Err(e) = spawned {
             tracing::error!("cannot start the replication feeder: {e}");
-            self.feeding.store(false, Relaxed);
+            self.feeder.store(super::NO_FEEDER, Relaxed);
         }
     }
 

@@ -53,6 +53,9 @@ pub struct ReplicaInfo {
     pub ack_ms: AtomicU64,
 }
 
+/// `Replication::feeder` when no feeder runs.
+const NO_FEEDER: u64 = u64::MAX;
+
 const STATE_NAMES: [&str; 3] = ["wait_bgsave", "send_bulk", "online"];
 
 /// A client waiting in WAIT.
@@ -84,7 +87,8 @@ pub struct Replication {
     ports: Mutex<Vec<(u64, u16)>>,
     waiters: Mutex<Vec<Waiter>>,
     waiting: AtomicUsize,
-    feeding: AtomicBool,
+    /// The generation the running feeder belongs to (`NO_FEEDER`: none).
+    feeder: AtomicU64,
     link_starter: OnceLock<Arc<dyn LinkStarter>>,
     started: Instant,
     // The replica link's state, for INFO and -MASTERDOWN.
@@ -141,7 +145,7 @@ impl Replication {
             ports: Mutex::new(Vec::new()),
             waiters: Mutex::new(Vec::new()),
             waiting: AtomicUsize::new(0),
-            feeding: AtomicBool::new(false),
+            feeder: AtomicU64::new(NO_FEEDER),
             link_starter: OnceLock::new(),
             started: Instant::now(),
             link_up: AtomicBool::new(false),
@@ -185,6 +189,11 @@ impl Replication {
         self.backlog.lock().end()
     }
 
+    /// Whether a feeder of the current role runs.
+    pub(crate) fn feeding(&self) -> bool {
+        self.feeder.load(Relaxed) == self.generation()
+    }
+
     /// REPLICAOF host port: becomes (or moves) a replica. Its replicas are dropped (they
     /// reconnect and resync from the new data), the feeder stops, the store turns to replica
     /// mode (no expiry nor eviction of its own) and the link starts.
@@ -192,6 +201,7 @@ impl Replication {
         let generation = {
             let mut master = self.master.lock();
             *master = Some((host.clone(), port));
+            self.config.write().replicaof = Some((host.clone(), port));
             self.replica.store(true, Relaxed);
             self.store.set_replica_mode(true);
             self.generation.fetch_add(1, Relaxed) + 1
@@ -215,6 +225,7 @@ impl Replication {
             let _mark = self.persistence.repl_mark.lock();
             let mut master = self.master.lock();
             *master = None;
+            self.config.write().replicaof = None;
             self.generation.fetch_add(1, Relaxed);
             self.replica.store(false, Relaxed);
             self.store.set_replica_mode(false);
@@ -298,6 +309,15 @@ impl Replication {
             .filter(|r| {
                 r.state.load(Relaxed) == 2 && now - r.ack_ms.load(Relaxed).min(now) <= lag_ms
             })
+            .count()
+    }
+
+    /// Replicas online that acknowledged `offset`.
+    pub fn acknowledged(&self, offset: u64) -> usize {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| r.state.load(Relaxed) == 2 && r.ack_offset.load(Relaxed) >= offset)
             .count()
     }
 
@@ -437,7 +457,7 @@ impl Replication {
         let b = self.backlog.lock();
         field(
             "repl_backlog_active",
-            &((self.feeding.load(Relaxed) || self.is_replica()) as u8),
+            &((self.feeding() || self.is_replica()) as u8),
         );
         field("repl_backlog_size", &b.capacity());
         field("repl_backlog_first_byte_offset", &(b.start() + 1));

@@ -61,7 +61,7 @@ impl Replication {
             let from = from as u64;
             let known = replid == ids.replid.as_bytes()
                 || (replid == ids.replid2.as_bytes() && offset <= ids.second_offset);
-            let fed = self.feeding.load(Relaxed) || self.is_replica();
+            let fed = self.feeding() || self.is_replica();
             known && fed && from >= b.start() && from <= b.end()
         };
         if !partial && replid != b"?" {
