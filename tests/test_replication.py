@@ -111,6 +111,13 @@ def test_link_drop_resumes_with_continue(server_factory):
     wait_for(lambda: info(pc, "stats")["sync_partial_ok"] > before["sync_partial_ok"], what="+CONTINUE")
     assert pc.execute_command("WAIT", 1, 5000) == 1
     assert rc.get("b") == b"2"
+    # The primary's side drops it too (CLIENT KILL TYPE replica): it comes back the same way.
+    ok = info(pc, "stats")["sync_partial_ok"]
+    assert pc.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+    pc.set("c", "3")
+    wait_for(lambda: info(pc, "stats")["sync_partial_ok"] > ok, what="+CONTINUE after CLIENT KILL TYPE replica")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.get("c") == b"3"
     assert info(pc, "stats")["sync_full"] == full
 
 
