@@ -340,3 +340,37 @@ def test_a_replica_without_its_primary_serves_stale_data_or_masterdown(server_fa
     assert info(rc)["role"] == "slave", "stale commands (INFO) still run"
     assert rc.replicaof("NO", "ONE")
     assert rc.get("k") == b"v"
+
+
+def test_expirations_and_evictions_reach_replicas_as_deletions(server_factory):
+    p, pc, rep, rc = pair(server_factory, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
+    pc.set("short", "v", px=150)
+    pc.set("long", "v", ex=100)
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.get("short") == b"v" and 0 < rc.pttl("short") <= 150
+    # The primary expires it (actively, or on this access): the replica's copy goes with it.
+    wait_for(lambda: pc.get("short") is None, what="the expiry on the primary")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    wait_for(lambda: rc.dbsize() == 1, what="the deletion at the replica")
+    assert rc.get("short") is None and rc.get("long") == b"v"
+    # Evictions: the primary stays under its limit, the replica holds exactly what it holds.
+    pipe = pc.pipeline(transaction=False)
+    for i in range(20000):
+        pipe.set(f"k{i}", "x" * 400)
+    pipe.execute()
+    assert info(pc, "stats")["evicted_keys"] > 0
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    wait_for(lambda: rc.dbsize() == pc.dbsize(), what="the evictions at the replica")
+    keys = pc.keys("*")
+    assert sorted(rc.keys("*")) == sorted(keys)
+
+
+def test_a_replica_authenticates_with_masterauth(server_factory):
+    p = server_factory("--requirepass", "s3cret")
+    pc = p.client(password="s3cret")
+    pc.set("k", "v")
+    rep = server_factory("--masterauth", "s3cret")
+    rc = rep.client()
+    rc.replicaof(HOST, p.port)
+    wait_for(lambda: link_up(rc), what="the authenticated link")
+    wait_for(lambda: rc.get("k") == b"v", what="the data")
