@@ -374,3 +374,52 @@ def test_a_replica_authenticates_with_masterauth(server_factory):
     rc.replicaof(HOST, p.port)
     wait_for(lambda: link_up(rc), what="the authenticated link")
     wait_for(lambda: rc.get("k") == b"v", what="the data")
+
+
+def test_a_full_sync_under_concurrent_writes_converges(server_factory):
+    """Writes racing the snapshot's dump are in both the snapshot and the stream: each is
+    applied once, and the replica ends equal to the primary."""
+    import random
+    import threading
+
+    p = server_factory()
+    pc = p.client()
+    pipe = pc.pipeline(transaction=False)
+    for i in range(50000):
+        pipe.set(f"k{i}", i)
+    pipe.execute()
+    stop = threading.Event()
+
+    def writer():
+        w = p.client()
+        rnd = random.Random(7)
+        while not stop.is_set():
+            pipe = w.pipeline(transaction=False)
+            for _ in range(200):
+                k = f"k{rnd.randrange(60000)}"
+                op = rnd.randrange(4)
+                if op == 0:
+                    pipe.delete(k)
+                elif op == 1:
+                    pipe.incr(f"n{rnd.randrange(100)}")
+                elif op == 2:
+                    pipe.set(k, rnd.randrange(10**9), ex=1000)
+                else:
+                    pipe.append(k, "x")
+            pipe.execute()
+        w.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        rep, rc = start_replica(server_factory, p)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join()
+    assert pc.execute_command("WAIT", 1, 10000) == 1
+    keys = sorted(pc.keys("*"))
+    assert rc.dbsize() == len(keys)
+    for start in range(0, len(keys), 5000):
+        chunk = keys[start:start + 5000]
+        assert rc.mget(chunk) == pc.mget(chunk)

@@ -418,6 +418,12 @@ impl Replication {
             field("master_sync_in_progress", &(syncing as u8));
             field("slave_read_repl_offset", &offset);
             field("slave_repl_offset", &offset);
+            if !up {
+                // Since the last byte from the primary (-1: never linked), as Redis shows it.
+                let last = self.last_io_ms.load(Relaxed);
+                let down = if last == 0 { -1 } else { io as i64 };
+                field("master_link_down_since_seconds", &down);
+            }
             field("slave_priority", &100);
             field(
                 "slave_read_only",
