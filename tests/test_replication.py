@@ -204,6 +204,8 @@ def test_two_replicas_equal_the_primary_after_100k_writes(server_factory):
     pc = p.client()
     reps = [start_replica(server_factory, p) for _ in range(2)]
     pc.execute_command("SQL.EXEC", "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+    pc.execute_command("SQL.EXEC", "CREATE TABLE capped (id INTEGER PRIMARY KEY)")
+    pc.execute_command("SQL.EXPIRE", "capped", "ROWS", 50)
     t0 = time.monotonic()
     pipe = pc.pipeline(transaction=False)
     n = 0
@@ -242,6 +244,9 @@ def test_two_replicas_equal_the_primary_after_100k_writes(server_factory):
         pc.execute_command("SQL.EXEC", "INSERT INTO t VALUES (?, ?)", i, f"name{i}")
         n += 1
     pc.execute_command("SQL.EXEC", "DELETE FROM t WHERE id < 10")
+    for i in range(120):
+        pc.execute_command("SQL.EXEC", "INSERT INTO capped VALUES (?)", i)
+        n += 1
     writes_s = time.monotonic() - t0
     assert n >= 100000
     t1 = time.monotonic()
@@ -286,6 +291,10 @@ def test_two_replicas_equal_the_primary_after_100k_writes(server_factory):
             assert rc.execute_command("TAG.COUNT", *q) == pc.execute_command("TAG.COUNT", *q) > 0
         q = ["SELECT id, name FROM t ORDER BY id"]
         assert rc.execute_command("SQL.QUERY", *q) == pc.execute_command("SQL.QUERY", *q)
+        # The expiry rule replicates, and the rows it removed on the primary go here too.
+        q = ["SELECT id FROM capped ORDER BY id"]
+        rows = pc.execute_command("SQL.QUERY", *q)
+        assert rc.execute_command("SQL.QUERY", *q) == rows and 0 < len(rows) <= 60
         # memcached flags and CAS are the primary's.
         for key in (b"mc5", b"flagged"):
             assert rc.execute_command("GET", key) == pc.execute_command("GET", key)
