@@ -434,7 +434,9 @@ def _to_redis_args(args):
     for flag, val in _flag_pairs(args):
         if flag in ("--requirepass", "--maxclients", "--maxmemory", "--unixsocket", "--unixsocketperm",
                     "--dir", "--dbfilename", "--save", "--stop-writes-on-bgsave-error",
-                    "--rdb-key-save-delay", "--key-load-delay", "--loading-process-events-interval-bytes"):
+                    "--rdb-key-save-delay", "--key-load-delay", "--loading-process-events-interval-bytes",
+                    "--replicaof", "--repl-backlog-size", "--min-replicas-to-write", "--min-replicas-max-lag",
+                    "--masterauth", "--replica-read-only", "--replica-serve-stale-data", "--repl-timeout"):
             out += [flag, val]
         elif flag == "--maxmemory-policy":
             out += [flag, _REDIS_POLICY.get(val, val)]

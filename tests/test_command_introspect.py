@@ -25,7 +25,7 @@ from conftest import TARGET, RespError, Server, decode_resp
 
 pytestmark = pytest.mark.redis_only
 
-CAIRN_ONLY_PREFIXES = ("tag.", "sql.", "wb.")
+CAIRN_ONLY_PREFIXES = ("tag.", "sql.", "wb.", "repl.")
 # Commands whose arguments grew after Redis 7.0 (version of the change): against an older
 # reference their arity and DOCS history are not compared.
 GREW_AFTER_7_0 = {"zrank": (7, 2), "zrevrank": (7, 2)}

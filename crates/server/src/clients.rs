@@ -94,6 +94,10 @@ pub mod client_flags {
     pub const BLOCKED: u32 = 1 << 7;
     /// `O`: in MONITOR mode.
     pub const MONITOR: u32 = 1 << 8;
+    /// `S`: a replica's connection (it sent PSYNC).
+    pub const REPLICA: u32 = 1 << 9;
+    /// `M`: this server's link to its primary.
+    pub const MASTER: u32 = 1 << 10;
 }
 
 /// A connection's state that only its session changes but CLIENT LIST and INFO (on any
@@ -132,7 +136,7 @@ impl Default for PublishedState {
 pub enum ClientType {
     Normal,
     Pubsub,
-    /// Replication links: cairn has none, but the names are valid filters (as in Redis).
+    /// Replication links: this server's link to its primary, and its replicas' connections.
     Master,
     Replica,
 }
@@ -202,7 +206,12 @@ impl ClientInfo {
     /// The client's class for CLIENT LIST / KILL TYPE: subscribed clients are `pubsub`, all
     /// others (memcached connections included) `normal`; cairn has no masters or replicas.
     pub fn client_type(&self) -> ClientType {
-        if self.subscriptions.load(Relaxed) > 0 {
+        let flags = self.state.flags.load(Relaxed);
+        if flags & client_flags::REPLICA != 0 {
+            ClientType::Replica
+        } else if flags & client_flags::MASTER != 0 {
+            ClientType::Master
+        } else if self.subscriptions.load(Relaxed) > 0 {
             ClientType::Pubsub
         } else {
             ClientType::Normal
@@ -285,6 +294,30 @@ impl ClientInfo {
         std::mem::take(&mut *mail)
     }
 
+    /// Bytes posted and not yet delivered, plus the connection's unsent output: what a
+    /// producer that streams to this client (a replica's sync) waits on before posting more.
+    pub fn pending_output(&self) -> usize {
+        self.mailbox.lock().bytes.len() + self.omem.load(Relaxed) as usize
+    }
+
+    /// Appends stream bytes (a replica's feed) to the output: replies, not pushed messages,
+    /// so the pubsub output class does not cut the replica; the producer bounds them with
+    /// [`pending_output`](Self::pending_output).
+    pub fn post_stream(&self, bytes: &[u8]) {
+        let first = {
+            let mut mail = self.mailbox.lock();
+            let first = mail.bytes.is_empty() && !mail.resume;
+            mail.bytes.extend_from_slice(bytes);
+            self.has_mail.store(true, Relaxed);
+            first
+        };
+        if first {
+            if let Some(n) = &self.notifier {
+                n.request_mail(self.token.load(Relaxed), self.id);
+            }
+        }
+    }
+
     #[inline]
     pub fn has_mail(&self) -> bool {
         self.has_mail.load(Relaxed)
@@ -364,6 +397,8 @@ impl ClientInfo {
         let bits = self.state.flags.load(Relaxed);
         let mut f = String::new();
         for (bit, letter) in [
+            (REPLICA, 'S'),
+            (MASTER, 'M'),
             (MONITOR, 'O'),
             (PUBSUB, 'P'),
             (MULTI, 'x'),

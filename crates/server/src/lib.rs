@@ -11,6 +11,8 @@ pub mod net;
 pub mod observe;
 pub mod protocol;
 pub mod pubsub;
+pub mod replica_link;
+pub mod replication;
 #[cfg(test)]
 mod resp_cases;
 pub mod scripts;

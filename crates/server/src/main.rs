@@ -61,8 +61,15 @@ fn main() {
         let shared = shared.clone();
         std::thread::Builder::new()
             .name("cairn-load".into())
-            .spawn(move || load_snapshot(&shared, &path))
+            .spawn(move || {
+                load_snapshot(&shared, &path);
+                // A replica links up once its data is loaded (its snapshot's replication
+                // mark lets it continue where it was).
+                cairn_server::replica_link::start(&shared);
+            })
             .expect("spawn the loading thread");
+    } else {
+        cairn_server::replica_link::start(&shared);
     }
 
     let signal = signals.forever().find(|&sig| {

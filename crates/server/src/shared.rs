@@ -39,6 +39,8 @@ pub struct Shared {
     pub scripts: crate::scripts::Scripts,
     /// Write-behind to databases (docs/writebehind.md).
     pub writeback: Arc<writeback::Engine>,
+    /// Replication: the role, the stream, the replicas (docs/replication.md).
+    pub replication: Arc<crate::replication::Replication>,
 }
 
 impl Shared {
@@ -95,12 +97,20 @@ impl Shared {
         let persistence = crate::snapshot::Persistence::new(store.clone(), sql.clone());
         // About one gate per thread that runs commands: event loops, dispatch workers.
         let scripts = crate::scripts::Scripts::new(config.threads.max(config.workers) + 1);
+        let settings = Settings::new(&config, store.clone());
+        let replication = crate::replication::Replication::new(
+            store.clone(),
+            sql.clone(),
+            persistence.clone(),
+            settings.repl.clone(),
+        );
         let shared = Arc::new(Shared {
+            replication,
             persistence,
             pubsub: crate::pubsub::PubSub::default(),
             sql,
             tracking,
-            settings: Settings::new(&config, store.clone()),
+            settings,
             config,
             store,
             clients: ClientRegistry::default(),

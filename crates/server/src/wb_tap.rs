@@ -20,7 +20,8 @@ impl ChangeTap for Taps {
         if self.store.listening(Listener::Tracking) {
             self.tracking.changed(changes);
         }
-        if self.store.listening(Listener::WriteBack) {
+        // A replica's changes are its primary's, which writes them back itself.
+        if self.store.listening(Listener::WriteBack) && !self.store.replica_mode() {
             // The server's own writes are not the application's: records loaded from a
             // snapshot (already in the database, or in the write-behind log) must not be
             // written back again, and are not made by a command that commits a log.

@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["protocol", "config", "stats", "keyspace", "sql_changes"],
     &["clients", "snapshot"],
-    &["pubsub", "observe", "blocking", "scripts"],
+    &["pubsub", "observe", "blocking", "scripts", "replication"],
     &["tracking", "busy"],
     &["wb_tap"],
     &["shared"],
     &["command"],
+    &["replica_link"],
     &["memcached"],
     &["session"],
     &["net"],

@@ -196,6 +196,9 @@ pub struct Store {
     change_backlog: AtomicU64,
     backlog_used: AtomicI64,
     cycle_observer: std::sync::OnceLock<Arc<dyn CycleObserver>>,
+    /// Replica mode: the store never expires nor evicts on its own; its primary's deletions
+    /// do (docs/replication.md, "Design").
+    replica: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -232,6 +235,7 @@ impl Store {
             change_backlog: AtomicU64::new(config.change_backlog),
             backlog_used: AtomicI64::new(0),
             cycle_observer: std::sync::OnceLock::new(),
+            replica: std::sync::atomic::AtomicBool::new(false),
         });
         if config.background {
             background::spawn(&store, garbage);
@@ -321,7 +325,19 @@ impl Store {
     }
 
     pub fn evicts(&self) -> bool {
-        self.policy().evicts()
+        self.policy().evicts() && !self.replica_mode()
+    }
+
+    /// Replica mode on or off. In replica mode records past their deadline read as absent but
+    /// stay until a deletion arrives (no lazy or active expiry), and nothing is evicted nor
+    /// refused for memory (the primary decides, as a Redis replica ignores maxmemory).
+    pub fn set_replica_mode(&self, on: bool) {
+        self.replica.store(on, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn replica_mode(&self) -> bool {
+        self.replica.load(Ordering::Relaxed)
     }
 
     pub fn policy(&self) -> EvictionPolicy {

@@ -208,6 +208,7 @@ impl<'a> Entry<'a> {
             let item = shard.table.item_at(i).expect("found slot is occupied");
             if Table::slot_has_expire(shard.table.slot(i))
                 && item.expire_at().is_some_and(|d| d <= now_ms())
+                && !store.replica_mode()
             {
                 // Lazily expired on this client's access: attributed to it, as Redis's
                 // `current_client` is when a lookup deletes an expired key.
@@ -229,8 +230,9 @@ impl<'a> Entry<'a> {
             author,
         };
         // A write sees a hash without its expired fields (removed here, as a lookup in Redis
-        // deletes them); readers only filter them (`hash::live`).
-        if entry.item().is_some_and(|i| i.kind() == Kind::Hash) {
+        // deletes them); readers only filter them (`hash::live`). A replica leaves them to
+        // its primary, whose purge arrives as the hash's new value.
+        if !store.replica_mode() && entry.item().is_some_and(|i| i.kind() == Kind::Hash) {
             entry.purge_expired_fields(now_ms());
         }
         entry
@@ -779,7 +781,7 @@ impl<'a> Entry<'a> {
     fn make_room(&mut self, extra: usize) -> Result<(), OutOfMemory> {
         let store = self.store;
         let limit = store.maxmemory.load(Ordering::Relaxed);
-        if limit == 0 {
+        if limit == 0 || store.replica_mode() {
             return Ok(());
         }
         let fits =

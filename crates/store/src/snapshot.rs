@@ -147,10 +147,15 @@ struct Record<'a> {
 
 /// Writes `record` under its key through `store` (the kind's value read back from its
 /// snapshot form).
-fn load_value(store: &Store, record: &Record<'_>, tags: &[Tag]) -> Result<(), OutOfMemory> {
+fn load_value(
+    store: &Store,
+    author: Author,
+    record: &Record<'_>,
+    tags: &[Tag],
+) -> Result<(), OutOfMemory> {
     match record.kind {
         Kind::String | Kind::Hash => store
-            .write(Author::SERVER, record.key, |entry| {
+            .write(author, record.key, |entry| {
                 entry.put_loaded(
                     record.kind,
                     record.value,
@@ -167,7 +172,7 @@ fn load_value(store: &Store, record: &Record<'_>, tags: &[Tag]) -> Result<(), Ou
                 return Ok(());
             };
             store
-                .write(Author::SERVER, record.key, |entry| {
+                .write(author, record.key, |entry| {
                     entry.put_loaded_collection(
                         collection,
                         record.expire_at,
@@ -234,6 +239,12 @@ fn copy_record(item: Item<'_>, raw: &mut Vec<u8>) {
             raw.extend_from_slice(&bytes);
         }
     }
+}
+
+/// Appends `item` in the snapshot's record encoding (what a replication stream carries for a
+/// new record: `Store::put_encoded` reads it back).
+pub fn encode_record(item: Item<'_>, out: &mut Vec<u8>) {
+    encode(item, out)
 }
 
 fn encode(item: Item<'_>, out: &mut Vec<u8>) {
@@ -449,10 +460,31 @@ impl Store {
                 ty: u32::from_le_bytes(t[..4].try_into().expect("4 bytes")),
                 value: i64::from_le_bytes(t[4..].try_into().expect("8 bytes")),
             }));
-            load_value(self, &record, &tags).map_err(|_| LoadError::OutOfMemory)?;
+            load_value(self, Author::SERVER, &record, &tags).map_err(|_| LoadError::OutOfMemory)?;
             loaded.records += 1;
         }
         Ok(loaded)
+    }
+
+    /// Writes the one record encoded in `bytes` (`encode_record`) as `author`, replacing what
+    /// the key held, whatever its deadline (a replica keeps an expired record until its
+    /// primary's deletion). Returns the record's CAS; the caller raises the CAS counter.
+    pub fn put_encoded(&self, author: Author, bytes: &[u8]) -> Result<u64, LoadError> {
+        let mut reader = Reader { buf: bytes, at: 0 };
+        let record = reader.record()?;
+        if reader.at != bytes.len() {
+            return Err(reader.malformed("bytes after the record"));
+        }
+        let tags: Vec<Tag> = record
+            .tags
+            .chunks_exact(12)
+            .map(|t| Tag {
+                ty: u32::from_le_bytes(t[..4].try_into().expect("4 bytes")),
+                value: i64::from_le_bytes(t[4..].try_into().expect("8 bytes")),
+            })
+            .collect();
+        load_value(self, author, &record, &tags).map_err(|_| LoadError::OutOfMemory)?;
+        Ok(record.cas)
     }
 
     /// Sizes every shard's table for `records` records in all (spread evenly), so that a load

@@ -706,4 +706,34 @@ fn a_write_to_a_hash_removes_its_expired_fields_first() {
     s.write(A, b"h", |e| e.put(Kind::Hash, &timed, None, 0))
         .unwrap();
     assert!(s.write(A, b"h", |e| e.item().is_none()));
+/// Replica mode: the store neither expires (lazily or actively) nor evicts on its own, and
+/// ignores the memory limit; expired records read as absent until a deletion removes them.
+#[test]
+fn replica_mode_keeps_expired_records_and_never_evicts() {
+    let s = store(200_000, true);
+    s.set_replica_mode(true);
+    let past = now_ms() - 1;
+    s.write(A, b"old", |e| e.put(Kind::String, b"v", Some(past), 0))
+        .unwrap();
+    assert_eq!(get(&s, b"old"), None, "an expired record reads as absent");
+    assert_eq!(s.expire_round(), 0);
+    // A write path still finds it (the primary's deletion removes it).
+    assert!(s.write(A, b"old", |e| e.remove()));
+    // Far past the memory limit: nothing evicted, nothing refused.
+    for i in 0..5000u32 {
+        s.write(A, &i.to_le_bytes(), |e| {
+            e.put(Kind::String, &[7; 100], None, 0)
+        })
+        .unwrap();
+    }
+    assert_eq!(s.len(), 5000);
+    assert!(s.used_memory() > 200_000);
+    // Back to a primary: expiry and eviction work again.
+    s.set_replica_mode(false);
+    s.write(A, b"old", |e| e.put(Kind::String, b"v", Some(past), 0))
+        .unwrap();
+    assert!(
+        !s.write(A, b"old", |e| e.remove()),
+        "lazily expired on access"
+    );
 }

@@ -117,6 +117,11 @@ pub enum Caller<'l, 's> {
     /// the script runs inside a transaction, else on the shared keyspace, which the script
     /// has to itself (it holds every gate, `crate::scripts`). MONITOR shows it as `lua`'s.
     Script(Option<&'l mut Locked<'s>>),
+    /// A command of the replication stream, applied by the replica link
+    /// (`crate::replica_link`): no client checks (a replica's writes come this way only), on
+    /// the shared keyspace, with the link as the author (so client tracking on the replica
+    /// invalidates near caches as the primary's changes arrive).
+    Replication,
 }
 
 /// Runs one RESP request of a client: looks its command up, then `call`s it. An unknown
@@ -166,6 +171,10 @@ pub fn call<'s, B: Body>(
         Caller::Script(None) => {
             let db = Db::Shared(&shared.store, conn.author());
             return run(shared, conn, out, command, body, db, true);
+        }
+        Caller::Replication => {
+            let db = Db::Shared(&shared.store, conn.author());
+            return run(shared, conn, out, command, body, db, false);
         }
         Caller::Client => {}
     }
@@ -272,6 +281,12 @@ fn check<B: Body>(
     command: &'static Command,
     body: &B,
 ) -> Option<String> {
+    if command.has(flags::INTERNAL) {
+        let name = command.name;
+        return Some(format!(
+            "ERR unknown command '{name}', with args beginning with: "
+        ));
+    }
     if let Some(args) = body.args() {
         if !command.arity_ok(args.len()) {
             let name = command.name;
@@ -297,6 +312,9 @@ fn check<B: Body>(
     if (command.has(flags::WRITE) || command.name == "ping") && shared.writes_refused() {
         return Some(MISCONF.into());
     }
+    if let Some(msg) = replication_refusal(shared, command, body) {
+        return Some(msg.into());
+    }
     if conn.multi.is_some() && command.has(flags::NOMULTI) && !command.has(flags::NOQUEUE) {
         return Some("ERR Command not allowed inside a transaction".into());
     }
@@ -307,6 +325,52 @@ fn check<B: Body>(
         ));
     }
     None
+}
+
+/// Why replication refuses a client's command here: a write on a read-only replica
+/// (`-READONLY`), a command needing fresh data while the replica's link is down and
+/// `replica-serve-stale-data` is no (`-MASTERDOWN`, except Redis's `stale` commands), a write
+/// on a primary with fewer good replicas than `min-replicas-to-write` (`-NOREPLICAS`).
+fn replication_refusal<B: Body>(
+    shared: &Shared,
+    command: &'static Command,
+    body: &B,
+) -> Option<&'static str> {
+    let repl = &shared.replication;
+    if repl.is_replica() {
+        let config = repl.config.read();
+        if command.has(flags::WRITE) && config.replica_read_only {
+            return Some("READONLY You can't write against a read only replica.");
+        }
+        if !config.replica_serve_stale_data
+            && !repl.link_up.load(Relaxed)
+            && !has_spec_flag(command, body, "stale")
+        {
+            return Some(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            );
+        }
+        return None;
+    }
+    let min = shared.settings.min_replicas_to_write.load(Relaxed);
+    if min > 0 && command.has(flags::WRITE) && (repl.good_replicas() as u64) < min {
+        return Some("NOREPLICAS Not enough good replicas to write.");
+    }
+    None
+}
+
+/// Whether the command (or its subcommand) has Redis's flag `flag` in its metadata.
+fn has_spec_flag<B: Body>(command: &Command, body: &B, flag: &str) -> bool {
+    let Some(spec) = super::spec::spec(command.name) else {
+        return false;
+    };
+    let flags = match (spec.subcommands.is_empty(), body.args()) {
+        (false, Some(args)) if args.len() > 1 => {
+            spec.subcommand(args.get(1)).map_or(spec.flags, |s| s.flags)
+        }
+        _ => spec.flags,
+    };
+    flags.contains(&flag)
 }
 
 /// Redis's refusal of writes after a failed background save (`stop-writes-on-bgsave-error`).

@@ -138,12 +138,6 @@ fn run_id() -> &'static str {
     ID.get_or_init(random_hex40)
 }
 
-/// The replication id a master without replicas still has (INFO replication `master_replid`).
-fn replid() -> &'static str {
-    static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(random_hex40)
-}
-
 fn unix_now() -> std::time::Duration {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -223,7 +217,7 @@ pub fn info(ctx: &mut Ctx<'_, '_>) {
         stats_section(t, shared, store_stats.as_ref())
     });
     section("replication", "Replication", &mut |t| {
-        replication_section(t)
+        shared.replication.info(t)
     });
     section("cpu", "CPU", &mut cpu_section);
     section("module_list", "Modules", &mut |_| {});
@@ -480,9 +474,10 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
         "rejected_connections",
         s.rejected_connections.load(Relaxed),
     );
-    field(t, "sync_full", 0);
-    field(t, "sync_partial_ok", 0);
-    field(t, "sync_partial_err", 0);
+    let repl = &shared.replication;
+    field(t, "sync_full", repl.sync_full.load(Relaxed));
+    field(t, "sync_partial_ok", repl.sync_partial_ok.load(Relaxed));
+    field(t, "sync_partial_err", repl.sync_partial_err.load(Relaxed));
     field(t, "expired_subkeys", store.expired_fields);
     field(t, "expired_keys", store.expired);
     field(t, "expired_stale_perc", "0.00");
@@ -553,21 +548,6 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "client_output_limit_disconnections", output_limit);
 }
 
-/// A master with no replicas and no replication backlog.
-fn replication_section(t: &mut String) {
-    field(t, "role", "master");
-    field(t, "connected_slaves", 0);
-    field(t, "master_failover_state", "no-failover");
-    field(t, "master_replid", replid());
-    field(t, "master_replid2", "0".repeat(40));
-    field(t, "master_repl_offset", 0);
-    field(t, "second_repl_offset", -1);
-    field(t, "repl_backlog_active", 0);
-    field(t, "repl_backlog_size", 1048576);
-    field(t, "repl_backlog_first_byte_offset", 0);
-    field(t, "repl_backlog_histlen", 0);
-}
-
 fn cpu_section(t: &mut String) {
     let (sys, user) = cpu_times(libc::RUSAGE_SELF);
     let (sys_children, user_children) = cpu_times(libc::RUSAGE_CHILDREN);
@@ -611,14 +591,6 @@ fn keyspace_section(t: &mut String, store: Option<&store::StoreStats>) {
             s.keys, s.keys_with_expiry
         );
     }
-}
-
-/// ROLE: a master at replication offset 0 with no replicas.
-pub fn role(ctx: &mut Ctx<'_, '_>) {
-    ctx.array(3);
-    ctx.bulk(b"master");
-    ctx.int(0);
-    ctx.array(0);
 }
 
 #[cfg(test)]
@@ -689,6 +661,6 @@ mod tests {
         let id = run_id();
         assert_eq!(id.len(), 40);
         assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_ne!(run_id(), replid());
+        assert_ne!(run_id(), crate::replication::random_id());
     }
 }

@@ -23,6 +23,7 @@ mod observe_cmd;
 pub(crate) mod observe_hook;
 pub mod persist_cmd;
 mod pubsub;
+mod replication_cmd;
 mod reset;
 mod scripting;
 mod server;
@@ -79,6 +80,9 @@ pub mod flags {
     pub const SCRIPTING: u16 = 1 << 11;
     /// Runs while a script is busy (Redis's `allow-busy`): it never waits on a script.
     pub const ALLOW_BUSY: u16 = 1 << 12;
+    /// Internal: only the replication link runs it (`Caller::Replication`); a client gets
+    /// "unknown command".
+    pub const INTERNAL: u16 = 1 << 13;
 }
 
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -186,8 +190,10 @@ impl Conn {
         use std::sync::atomic::Ordering::Relaxed;
         self.publish_last_command();
         let st = &self.client.state;
-        // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, and BLOCKED around deferred commands.
-        let mut flags = st.flags.load(Relaxed) & (NO_EVICT | NO_TOUCH | BLOCKED | MONITOR);
+        // Set elsewhere: CLIENT NO-EVICT / NO-TOUCH, BLOCKED around deferred commands, the
+        // replication roles (PSYNC, the replica link).
+        let kept = NO_EVICT | NO_TOUCH | BLOCKED | MONITOR | REPLICA | MASTER;
+        let mut flags = st.flags.load(Relaxed) & kept;
         let subscribed = !(self.channels.is_empty() && self.patterns.is_empty());
         for (on, bit) in [
             (subscribed, PUBSUB),

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use super::flags::*;
 use super::{
     blocking_cmd, hash_ttl, hashes, info, introspect, keys, lists, mpop, object, observe_cmd,
-    persist_cmd, pubsub, reset, scripting, server, sets, sql, strings, tags, txn, wb, zrange,
-    zsets, Handler,
+    persist_cmd, pubsub, replication_cmd, reset, scripting, server, sets, sql, strings, tags, txn,
+    wb, zrange, zsets, Handler,
 };
 
 pub struct Command {
@@ -96,7 +96,17 @@ pub static COMMANDS: &[Command] = &[
     cmd("reset", 1, FAST | NOAUTH | NOQUEUE | PUBSUB, NONE, reset::reset, "Resets the connection's state (MONITOR, MULTI, subscriptions, tracking...)."),
     cmd("select", 2, FAST, NONE, server::select, "Changes the selected database (only 0 exists)."),
     cmd("info", -1, 0, NONE, info::info, "Returns information and statistics about the server."),
-    cmd("role", 1, FAST, NONE, info::role, "Returns the replication role."),
+    cmd("role", 1, FAST, NONE, replication_cmd::role, "Returns the replication role."),
+    cmd("replicaof", 3, ADMIN, NONE, replication_cmd::replicaof, "Configures a server as replica of another, or promotes it to a master."),
+    cmd("slaveof", 3, ADMIN, NONE, replication_cmd::replicaof, "Sets a Redis server as a replica of another, or promotes it to being a master."),
+    cmd("wait", 3, 0, NONE, replication_cmd::wait, "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+    cmd("replconf", -1, ADMIN, NONE, replication_cmd::replconf, "An internal command for configuring the replication stream."),
+    cmd("psync", -3, ADMIN | NOMULTI, NONE, replication_cmd::psync, "An internal command used in replication."),
+    cmd("repl.put", 4, WRITE | INTERNAL, NONE, replication_cmd::repl_put, "Replication stream: a record as the primary has it."),
+    cmd("repl.ttl", 6, WRITE | INTERNAL, NONE, replication_cmd::repl_ttl, "Replication stream: a record's deadline and CAS."),
+    cmd("repl.cas", 5, WRITE | INTERNAL, NONE, replication_cmd::repl_cas, "Replication stream: a record's CAS."),
+    cmd("repl.del", 4, WRITE | INTERNAL, NONE, replication_cmd::repl_del, "Replication stream: a record removed on the primary."),
+    cmd("repl.flush", -1, WRITE | INTERNAL, NONE, replication_cmd::repl_flush, "Replication stream: every record removed (FLUSHALL)."),
     cmd("config", -2, ADMIN, NONE, server::config, "CONFIG GET / SET / RESETSTAT / REWRITE."),
     cmd("client", -2, 0, NONE, server::client, "CLIENT ID / SETNAME / GETNAME / LIST / INFO / KILL / SETINFO."),
     cmd("command", -1, 0, NONE, introspect::command, "Returns details about commands."),

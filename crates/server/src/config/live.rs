@@ -39,6 +39,10 @@ pub struct Settings {
     pub persist: RwLock<super::PersistConfig>,
     /// Milliseconds a script runs before others get -BUSY (`crate::scripts`).
     pub busy_reply_threshold: AtomicU64,
+    /// The replication settings, read when a link starts or a replica is checked.
+    pub repl: Arc<RwLock<super::ReplConfig>>,
+    /// Read by every write on a primary (0: off).
+    pub min_replicas_to_write: AtomicU64,
     /// Serialises CONFIG SET and CONFIG REWRITE, so a snapshot they take stays true while
     /// they work on it.
     changing: Mutex<()>,
@@ -85,6 +89,8 @@ impl Settings {
             latency_monitor_threshold: AtomicU64::new(config.latency_monitor_threshold),
             persist: RwLock::new(config.persist.clone()),
             busy_reply_threshold: AtomicU64::new(config.busy_reply_threshold),
+            repl: Arc::new(RwLock::new(config.repl.clone())),
+            min_replicas_to_write: AtomicU64::new(config.repl.min_replicas_to_write),
             changing: Mutex::new(()),
         };
         settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));
@@ -128,6 +134,9 @@ impl Settings {
         for live in SETTINGS.iter().filter_map(|s| s.live) {
             (live.read)(self, &mut config);
         }
+        // REPLICAOF changes the role at run time (not CONFIG SET): CONFIG GET and REWRITE
+        // show where the server replicates from now, as Redis's do.
+        config.repl.replicaof = self.repl.read().replicaof.clone();
         config
     }
 

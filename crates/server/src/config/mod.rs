@@ -106,6 +106,26 @@ pub struct Config {
     pub wb_on_full: writeback::OnFull,
     /// The file's `[[writeback]]` mappings (not settings of the table: an array of tables).
     pub writeback: Vec<writeback::MappingConfig>,
+    /// Replication settings.
+    pub repl: ReplConfig,
+}
+
+/// The replication settings (docs/replication.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplConfig {
+    pub replicaof: Option<(String, u16)>,
+    pub masterauth: Option<String>,
+    pub masteruser: Option<String>,
+    pub replica_read_only: bool,
+    pub replica_serve_stale_data: bool,
+    pub min_replicas_to_write: u64,
+    /// Seconds.
+    pub min_replicas_max_lag: u64,
+    pub repl_backlog_size: u64,
+    /// Seconds.
+    pub repl_ping_replica_period: u64,
+    /// Seconds.
+    pub repl_timeout: u64,
 }
 
 /// The snapshot settings.
@@ -235,6 +255,7 @@ impl Config {
             wb_max_bytes: 0,
             wb_on_full: writeback::OnFull::Error,
             writeback: Vec::new(),
+            repl: ReplConfig::default(),
         }
     }
 

@@ -143,6 +143,17 @@ fn path_text(p: &Option<std::path::PathBuf>) -> String {
         .unwrap_or_default()
 }
 
+/// `HOST PORT`, or empty / `no one` for none.
+fn parse_replicaof(v: &str) -> Result<Option<(String, u16)>, String> {
+    let parts: Vec<&str> = v.split_whitespace().collect();
+    match parts.as_slice() {
+        [] => Ok(None),
+        [no, one] if no.eq_ignore_ascii_case("no") && one.eq_ignore_ascii_case("one") => Ok(None),
+        [host, port] => Ok(Some((host.to_string(), parse_port(port)?))),
+        _ => Err(format!("replicaof '{v}': expected HOST PORT")),
+    }
+}
+
 fn parse_yes_no(v: &str) -> Result<bool, String> {
     match v.to_ascii_lowercase().as_str() {
         "yes" | "true" => Ok(true),
@@ -813,5 +824,178 @@ pub static SETTINGS: &[Setting] = &[
             writeback::OnFull::Error => "error".into(),
             writeback::OnFull::Block => "block".into(),
         },
+    ),
+    // Replication (docs/replication.md). `replicaof` is where the server starts; REPLICAOF
+    // changes the role while it runs.
+    fixed(
+        "replicaof",
+        "HOST PORT",
+        "Start as a replica of the primary at HOST PORT (empty: start as a primary).",
+        DefaultValue::Text(""),
+        Kind::Text,
+        |c, v| {
+            c.repl.replicaof = parse_replicaof(v)?;
+            Ok(())
+        },
+        |c| {
+            c.repl
+                .replicaof
+                .as_ref()
+                .map(|(h, p)| format!("{h} {p}"))
+                .unwrap_or_default()
+        },
+    ),
+    mutable(
+        fixed(
+            "masterauth",
+            "PASSWORD",
+            "Password a replica sends with AUTH to its primary; empty = none.",
+            DefaultValue::Text(""),
+            Kind::Text,
+            |c, v| {
+                c.repl.masterauth = non_empty(v);
+                Ok(())
+            },
+            |c| c.repl.masterauth.clone().unwrap_or_default(),
+        ),
+        |s, c| c.repl.masterauth = s.repl.read().masterauth.clone(),
+        |s, c| s.repl.write().masterauth = c.repl.masterauth.clone(),
+    ),
+    mutable(
+        fixed(
+            "masteruser",
+            "USER",
+            "User name a replica sends with AUTH to its primary (with masterauth); empty = none.",
+            DefaultValue::Text(""),
+            Kind::Text,
+            |c, v| {
+                c.repl.masteruser = non_empty(v);
+                Ok(())
+            },
+            |c| c.repl.masteruser.clone().unwrap_or_default(),
+        ),
+        |s, c| c.repl.masteruser = s.repl.read().masteruser.clone(),
+        |s, c| s.repl.write().masteruser = c.repl.masteruser.clone(),
+    ),
+    mutable(
+        fixed(
+            "replica-read-only",
+            "yes|no",
+            "A replica refuses clients' writes with -READONLY.",
+            DefaultValue::Text("yes"),
+            Kind::Text,
+            |c, v| {
+                c.repl.replica_read_only = parse_yes_no(v)?;
+                Ok(())
+            },
+            |c| yes_no(c.repl.replica_read_only).into(),
+        ),
+        |s, c| c.repl.replica_read_only = s.repl.read().replica_read_only,
+        |s, c| s.repl.write().replica_read_only = c.repl.replica_read_only,
+    ),
+    mutable(
+        fixed(
+            "replica-serve-stale-data",
+            "yes|no",
+            "A replica whose link to its primary is down (or still syncing) serves reads; no: \
+             -MASTERDOWN.",
+            DefaultValue::Text("yes"),
+            Kind::Text,
+            |c, v| {
+                c.repl.replica_serve_stale_data = parse_yes_no(v)?;
+                Ok(())
+            },
+            |c| yes_no(c.repl.replica_serve_stale_data).into(),
+        ),
+        |s, c| c.repl.replica_serve_stale_data = s.repl.read().replica_serve_stale_data,
+        |s, c| s.repl.write().replica_serve_stale_data = c.repl.replica_serve_stale_data,
+    ),
+    mutable(
+        fixed(
+            "min-replicas-to-write",
+            "N",
+            "A primary refuses writes with -NOREPLICAS unless this many replicas acknowledged \
+             within min-replicas-max-lag seconds (0: off).",
+            DefaultValue::Text("0"),
+            Kind::Int,
+            |c, v| {
+                c.repl.min_replicas_to_write = parse_int_in(v, 0, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.repl.min_replicas_to_write.to_string(),
+        ),
+        |s, c| c.repl.min_replicas_to_write = s.min_replicas_to_write.load(Relaxed),
+        |s, c| {
+            s.min_replicas_to_write
+                .store(c.repl.min_replicas_to_write, Relaxed)
+        },
+    ),
+    mutable(
+        fixed(
+            "min-replicas-max-lag",
+            "SECONDS",
+            "Seconds since a replica's last acknowledgement for it to count toward \
+             min-replicas-to-write.",
+            DefaultValue::Text("10"),
+            Kind::Int,
+            |c, v| {
+                c.repl.min_replicas_max_lag = parse_int_in(v, 0, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.repl.min_replicas_max_lag.to_string(),
+        ),
+        |s, c| c.repl.min_replicas_max_lag = s.repl.read().min_replicas_max_lag,
+        |s, c| s.repl.write().min_replicas_max_lag = c.repl.min_replicas_max_lag,
+    ),
+    mutable(
+        fixed(
+            "repl-backlog-size",
+            "SIZE",
+            "Bytes of the replication stream kept for partial resyncs (+CONTINUE) of replicas \
+             that reconnect.",
+            DefaultValue::Text("1mb"),
+            Kind::Int,
+            |c, v| {
+                c.repl.repl_backlog_size = parse_size(v)?.max(16 * 1024);
+                Ok(())
+            },
+            |c| c.repl.repl_backlog_size.to_string(),
+        ),
+        |s, c| c.repl.repl_backlog_size = s.repl.read().repl_backlog_size,
+        |s, c| s.repl.write().repl_backlog_size = c.repl.repl_backlog_size,
+    ),
+    mutable(
+        fixed(
+            "repl-ping-replica-period",
+            "SECONDS",
+            "Seconds between the PINGs a primary sends its replicas when it has nothing else \
+             to send.",
+            DefaultValue::Text("10"),
+            Kind::Int,
+            |c, v| {
+                c.repl.repl_ping_replica_period = parse_int_in(v, 1, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.repl.repl_ping_replica_period.to_string(),
+        ),
+        |s, c| c.repl.repl_ping_replica_period = s.repl.read().repl_ping_replica_period,
+        |s, c| s.repl.write().repl_ping_replica_period = c.repl.repl_ping_replica_period,
+    ),
+    mutable(
+        fixed(
+            "repl-timeout",
+            "SECONDS",
+            "Seconds without data from the other end before a replication link is dropped \
+             (and retried).",
+            DefaultValue::Text("60"),
+            Kind::Int,
+            |c, v| {
+                c.repl.repl_timeout = parse_int_in(v, 1, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.repl.repl_timeout.to_string(),
+        ),
+        |s, c| c.repl.repl_timeout = s.repl.read().repl_timeout,
+        |s, c| s.repl.write().repl_timeout = c.repl.repl_timeout,
     ),
 ];

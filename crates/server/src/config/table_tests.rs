@@ -53,6 +53,16 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("wb-fsync", "always", "always"),
     ("wb-max-bytes", "1mb", "1048576"),
     ("wb-on-full", "block", "block"),
+    ("replicaof", "10.0.0.1  6379", "10.0.0.1 6379"),
+    ("masterauth", "secret", "secret"),
+    ("masteruser", "repl", "repl"),
+    ("replica-read-only", "no", "no"),
+    ("replica-serve-stale-data", "NO", "no"),
+    ("min-replicas-to-write", "2", "2"),
+    ("min-replicas-max-lag", "5", "5"),
+    ("repl-backlog-size", "2mb", "2097152"),
+    ("repl-ping-replica-period", "3", "3"),
+    ("repl-timeout", "30", "30"),
 ];
 
 fn sample(name: &str) -> (&'static str, &'static str) {

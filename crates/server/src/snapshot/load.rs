@@ -25,6 +25,8 @@ pub struct LoadReport {
     pub cut: Vec<u64>,
     /// The SQL change-log position the SQL section includes, if any.
     pub sql_position: Option<u64>,
+    /// The replication id and offset the snapshot matches exactly (a replica's save).
+    pub repl: Option<(String, u64)>,
     pub took: Duration,
 }
 
@@ -95,6 +97,7 @@ pub(super) fn read_snapshot(
             Some((cut, _, sql_position)) => {
                 report.cut = cut;
                 report.sql_position = sql_position;
+                report.repl = decode_repl_mark(&meta);
             }
             None => refuse_or_skip("the META block does not parse".into(), &mut report)?,
         }
@@ -252,6 +255,24 @@ fn insert_block(
 }
 
 /// Reads META (see `save::encode_meta`): the cut, the record count, the SQL position.
+/// META's replication mark (`save::encode_repl_mark`), if it has one.
+pub(super) fn decode_repl_mark(m: &[u8]) -> Option<(String, u64)> {
+    let shards = u32::from_le_bytes(m.get(1..5)?.try_into().ok()?) as usize;
+    let mut at = 5 + shards.checked_mul(8)? + 8;
+    at += match *m.get(at)? {
+        1 => 9,
+        _ => 1,
+    };
+    if *m.get(at)? != 2 {
+        return None;
+    }
+    let id = std::str::from_utf8(m.get(at + 1..at + 41)?)
+        .ok()?
+        .to_string();
+    let offset = u64::from_le_bytes(m.get(at + 41..at + 49)?.try_into().ok()?);
+    Some((id, offset))
+}
+
 pub(super) fn decode_meta(m: &[u8]) -> Option<(Vec<u64>, u64, Option<u64>)> {
     let u64_at = |at: usize| {
         m.get(at..at + 8)
@@ -281,6 +302,17 @@ pub(super) fn decode_meta(m: &[u8]) -> Option<(Vec<u64>, u64, Option<u64>)> {
 mod tests {
     use super::super::save::encode_meta;
     use super::*;
+
+    #[test]
+    fn the_replication_mark_round_trips() {
+        for sql in [None, Some(5)] {
+            let mut m = encode_meta(&[1, 2], 9, sql);
+            assert_eq!(decode_repl_mark(&m), None);
+            super::super::save::encode_repl_mark(&mut m, &"a".repeat(40), 1234);
+            assert_eq!(decode_meta(&m), Some((vec![1, 2], 9, sql)));
+            assert_eq!(decode_repl_mark(&m), Some(("a".repeat(40), 1234)));
+        }
+    }
 
     #[test]
     fn meta_round_trips_and_refuses_garbage() {

@@ -82,6 +82,12 @@ pub struct Persistence {
     /// The per-shard change positions of the last snapshot loaded at start (replication
     /// continues the change stream from a snapshot's cut).
     pub loaded_cut: Mutex<Option<Vec<u64>>>,
+    /// On a replica, the replication id and offset of the last record applied; the link holds
+    /// the lock while it applies one, a save for the whole of its dump (so a replica's
+    /// snapshot matches an offset exactly, written into META). None on a primary.
+    pub repl_mark: Mutex<Option<(String, u64)>>,
+    /// The mark of the snapshot loaded at start, if it had one (a replica's restart).
+    pub loaded_repl_mark: Mutex<Option<(String, u64)>>,
 }
 
 impl Persistence {
@@ -106,6 +112,8 @@ impl Persistence {
             last_load_loaded: AtomicU64::new(0),
             last_load_expired: AtomicU64::new(0),
             loaded_cut: Mutex::new(None),
+            repl_mark: Mutex::new(None),
+            loaded_repl_mark: Mutex::new(None),
         })
     }
 
@@ -232,12 +240,24 @@ impl Persistence {
             self.last_load_loaded.store(report.records, Relaxed);
             self.last_load_expired.store(report.expired, Relaxed);
             *self.loaded_cut.lock() = Some(report.cut.clone());
+            *self.loaded_repl_mark.lock() = report.repl.clone();
             // What was just loaded is what is on disk.
             self.changes_at_last_save
                 .store(self.store.change_count(), Relaxed);
         }
         self.loading.store(false, Relaxed);
         result
+    }
+
+    /// Writes a snapshot to `out` as a save would (a replica's full sync streams it), with the
+    /// replication mark `mark` in META when the data matches that offset exactly. Runs on the
+    /// caller's thread, beside any save (it touches none of the save's state).
+    pub fn stream_snapshot<W: std::io::Write>(
+        &self,
+        out: W,
+        mark: Option<&(String, u64)>,
+    ) -> std::io::Result<(W, SaveReport)> {
+        save::write_to(self, out, 0, mark)
     }
 
     /// Marks the server as loading before its listeners open (the load itself starts after).

@@ -65,7 +65,32 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveReport> {
     let file = File::create(tmp)?;
-    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file), store::now_ms())?;
+    // On a replica the save is taken between two applied records (the link waits meanwhile),
+    // so that it matches a replication offset exactly, which META records.
+    let mark = p.repl_mark.lock();
+    let (buffered, mut report) = write_to(
+        p,
+        BufWriter::with_capacity(1 << 20, file),
+        delay_us,
+        mark.as_ref(),
+    )?;
+    drop(mark);
+    let file = buffered.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    report.file_bytes = file.metadata()?.len();
+    Ok(report)
+}
+
+/// Writes a whole snapshot to `out` (a file, or a replica's connection for a full sync):
+/// every shard at its cut, the SQL section, META (with `mark`, the replication id and offset
+/// the data matches exactly, when it does). Returns `out` and what was written.
+pub fn write_to<W: Write>(
+    p: &Persistence,
+    out: W,
+    delay_us: u64,
+    mark: Option<&(String, u64)>,
+) -> io::Result<(W, SaveReport)> {
+    let mut w = Writer::new(out, store::now_ms())?;
     let mut report = SaveReport::default();
     let (mut scratch, mut out) = (Vec::new(), Vec::new());
     let shards = p.store.shard_count();
@@ -87,16 +112,26 @@ fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveRepo
     // The buffers of a big shard are not kept past the save.
     drop((scratch, out));
     let sql_position = extra_sections(p, &mut w)?;
-    w.block(
-        BlockKind::Meta,
-        0,
-        &encode_meta(&cut, report.records, sql_position),
-    )?;
-    let buffered = w.finish()?;
-    let file = buffered.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
-    report.file_bytes = file.metadata()?.len();
-    Ok(report)
+    let mut meta = encode_meta(&cut, report.records, sql_position);
+    if let Some((replid, offset)) = mark {
+        encode_repl_mark(&mut meta, replid, *offset);
+    }
+    w.block(BlockKind::Meta, 0, &meta)?;
+    report.file_bytes = w.written();
+    let out = w.finish()?;
+    Ok((out, report))
+}
+
+/// META's optional tail: `2:u8 replid:40 bytes offset:u64`, the replication position the
+/// snapshot matches exactly (a replica's save). A replica restarting from it asks its primary
+/// for a partial resync from there.
+pub(super) fn encode_repl_mark(meta: &mut Vec<u8>, replid: &str, offset: u64) {
+    let mut id = [b'0'; 40];
+    let n = replid.len().min(40);
+    id[..n].copy_from_slice(&replid.as_bytes()[..n]);
+    meta.push(2);
+    meta.extend_from_slice(&id);
+    meta.extend_from_slice(&offset.to_le_bytes());
 }
 
 /// The sections beyond the store's records; returns the SQL change-log position the SQL

@@ -1,0 +1,219 @@
+//! The replication stream's commands: each change record of the store's change stream becomes
+//! one RESP array of an internal command, which a replica runs through the command path
+//! (`command::replication_cmd` holds their handlers; ordinary clients cannot send them).
+//! Every command names the primary's log (shard, or the SQL log) and the record's sequence
+//! number there, so that a replica fed from a snapshot can skip the records the snapshot
+//! already holds (those at or below the snapshot's cut of that log).
+//!
+//! ```text
+//! REPL.PUT   log seq record          a new record, in the snapshot's record encoding
+//! REPL.TTL   log seq key deadline cas   deadline: absolute Unix ms, or -1 for none
+//! REPL.CAS   log seq key cas
+//! REPL.DEL   log seq key             a deletion, an expiry or an eviction on the primary
+//! REPL.FLUSH seq0 seq1 ... seqN      every shard flushed (FLUSHALL), each at its seq
+//! REPL.SQL   log seq command         the RESP command that replays an SQL change
+//! ```
+
+use resp::reply;
+use store::{ChangeRecord, RecordKind};
+
+/// Appends the command for `record` of `log`; None-kinds (a shard's flush, which the feeder
+/// gathers across shards) append nothing and return false.
+pub fn encode_record(log: usize, record: &ChangeRecord, out: &mut Vec<u8>) -> bool {
+    let header = |out: &mut Vec<u8>, name: &[u8], extra: usize| {
+        reply::array_len(out, 3 + extra);
+        reply::bulk(out, name);
+        reply::bulk(out, log.to_string().as_bytes());
+        reply::bulk(out, record.seq.to_string().as_bytes());
+    };
+    match record.kind {
+        RecordKind::Set => {
+            let Some(item) = record.item() else {
+                return false;
+            };
+            let mut bytes = Vec::with_capacity(item.key().len() + 32);
+            store::snapshot::encode_record(item, &mut bytes);
+            header(out, b"REPL.PUT", 1);
+            reply::bulk(out, &bytes);
+        }
+        RecordKind::Ttl { expire_at, cas } => {
+            header(out, b"REPL.TTL", 3);
+            reply::bulk(out, record.key());
+            let deadline = expire_at.map_or(-1, |d| d as i64);
+            reply::bulk(out, deadline.to_string().as_bytes());
+            reply::bulk(out, cas.to_string().as_bytes());
+        }
+        RecordKind::Cas(cas) => {
+            header(out, b"REPL.CAS", 2);
+            reply::bulk(out, record.key());
+            reply::bulk(out, cas.to_string().as_bytes());
+        }
+        RecordKind::Delete | RecordKind::Expire | RecordKind::Evict => {
+            header(out, b"REPL.DEL", 1);
+            reply::bulk(out, record.key());
+        }
+        RecordKind::Sql => {
+            header(out, b"REPL.SQL", 1);
+            reply::bulk(out, record.key());
+        }
+        RecordKind::Flush => return false,
+    }
+    true
+}
+
+/// Appends `REPL.FLUSH` with every shard's sequence number of its flush.
+pub fn encode_flush(seqs: &[u64], out: &mut Vec<u8>) {
+    reply::array_len(out, 1 + seqs.len());
+    reply::bulk(out, b"REPL.FLUSH");
+    for seq in seqs {
+        reply::bulk(out, seq.to_string().as_bytes());
+    }
+}
+
+/// Appends a command of plain arguments (PING, REPLCONF GETACK *).
+pub fn encode_command(args: &[&[u8]], out: &mut Vec<u8>) {
+    reply::array_len(out, args.len());
+    for a in args {
+        reply::bulk(out, a);
+    }
+}
+
+/// Parses an unsigned decimal argument.
+pub fn parse_u64(arg: &[u8]) -> Option<u64> {
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// What a stream command says about its place in the primary's logs: `Some((log, seq))` for
+/// the per-record commands, the per-shard seqs for `REPL.FLUSH`.
+pub enum Place {
+    Record {
+        log: usize,
+        seq: u64,
+    },
+    Flush(Vec<u64>),
+    /// Not a change (PING, REPLCONF): nothing to skip.
+    None,
+}
+
+/// The place of the command whose arguments are `args` (name first).
+pub fn place(args: &[&[u8]]) -> Place {
+    let name = args.first().copied().unwrap_or_default();
+    if name.eq_ignore_ascii_case(b"REPL.FLUSH") {
+        return Place::Flush(args[1..].iter().filter_map(|a| parse_u64(a)).collect());
+    }
+    if name.len() > 5 && name[..5].eq_ignore_ascii_case(b"REPL.") && args.len() >= 3 {
+        if let (Some(log), Some(seq)) = (parse_u64(args[1]), parse_u64(args[2])) {
+            return Place::Record {
+                log: log as usize,
+                seq,
+            };
+        }
+    }
+    Place::None
+}
+
+/// Whether a replica loaded from a snapshot cut at `cut` (per log) must skip the change at
+/// `place`: the snapshot already holds it. A flush applies when any shard's flush came after
+/// its cut (see docs/replication.md for the one case this approximates).
+pub fn skip(cut: &[u64], place: &Place) -> bool {
+    match place {
+        Place::Record { log, seq } => cut.get(*log).is_some_and(|c| seq <= c),
+        Place::Flush(seqs) => !cut.is_empty() && seqs.iter().zip(cut).all(|(seq, c)| seq <= c),
+        Place::None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ops::Range;
+
+    fn parse(buf: &[u8]) -> (Vec<Vec<u8>>, usize) {
+        let (mut ranges, mut scratch): (Vec<Range<usize>>, Vec<u8>) = (Vec::new(), Vec::new());
+        let limits = resp::request::Limits::default();
+        match resp::request::parse_request(buf, &limits, &mut ranges, &mut scratch) {
+            Ok((resp::request::Parsed::Complete(n), _)) => {
+                (ranges.iter().map(|r| buf[r.clone()].to_vec()).collect(), n)
+            }
+            other => panic!("not one command: {:?}", other.map(|(p, _)| p)),
+        }
+    }
+
+    #[test]
+    fn records_encode_as_commands_that_name_their_place() {
+        let store = store::Store::new(store::StoreConfig {
+            shards: 4,
+            background: false,
+            ..store::StoreConfig::default()
+        });
+        let mut cursor = store.subscribe();
+        store.write(store::Author(7), b"k", |e| {
+            e.put(store::Kind::String, b"value", Some(4_000_000_000_000), 3)
+                .expect("put");
+            e.set_expire(None);
+            e.set_cas(99);
+            e.remove();
+        });
+        let mut out = Vec::new();
+        let mut found = 0;
+        for i in 0..cursor.logs() {
+            cursor
+                .read(i, 100, |r| {
+                    if encode_record(i, r, &mut out) {
+                        found += 1;
+                    }
+                })
+                .expect("not lagged");
+        }
+        assert_eq!(found, 4);
+        let mut at = 0;
+        let mut names = Vec::new();
+        let mut seqs = Vec::new();
+        while at < out.len() {
+            let (args, n) = parse(&out[at..]);
+            at += n;
+            let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            match place(&refs) {
+                Place::Record { seq, .. } => seqs.push(seq),
+                _ => panic!("every record has a place"),
+            }
+            names.push(String::from_utf8(args[0].clone()).unwrap());
+            if args[0] == b"REPL.PUT" {
+                // The record reads back into another store.
+                let other = store::Store::new(store::StoreConfig::default());
+                other
+                    .put_encoded(store::Author(1), &args[3])
+                    .expect("decodes");
+                other.read(b"k", |i| {
+                    let i = i.expect("written");
+                    assert_eq!((i.value(), i.flags()), (&b"value"[..], 3));
+                    assert_eq!(i.expire_at(), Some(4_000_000_000_000));
+                });
+            }
+            if args[0] == b"REPL.TTL" {
+                assert_eq!(args[4], b"-1");
+            }
+        }
+        assert_eq!(names, ["REPL.PUT", "REPL.TTL", "REPL.CAS", "REPL.DEL"]);
+        assert_eq!(seqs, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_snapshot_cut_decides_what_is_skipped() {
+        let cut = [5, 0, 9];
+        assert!(skip(&cut, &Place::Record { log: 0, seq: 5 }));
+        assert!(!skip(&cut, &Place::Record { log: 0, seq: 6 }));
+        assert!(!skip(&cut, &Place::Record { log: 1, seq: 1 }));
+        assert!(!skip(&[], &Place::Record { log: 1, seq: 1 }));
+        assert!(skip(&cut, &Place::Flush(vec![5, 0, 9])));
+        assert!(!skip(&cut, &Place::Flush(vec![5, 1, 9])));
+        assert!(!skip(&[], &Place::Flush(vec![1])));
+        assert!(!skip(&cut, &Place::None));
+        let mut out = Vec::new();
+        encode_flush(&[3, 4], &mut out);
+        let (args, n) = parse(&out);
+        assert_eq!(n, out.len());
+        let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        assert!(matches!(place(&refs), Place::Flush(s) if s == [3, 4]));
+    }
+}

@@ -1,0 +1,514 @@
+//! Replication's state and its primary side: the role (primary, or replica of a host and
+//! port), the replication id and offset, the backlog of the replication stream, the feeder
+//! that turns the store's change stream into that stream (`feeder`), the replicas attached
+//! here and the thread that feeds each (`primary`), WAIT, INFO replication and ROLE.
+//!
+//! The replica side (the link to a primary, which applies the stream through the command
+//! path) is `crate::replica_link`, above the command layer; REPLICAOF reaches it through
+//! [`LinkStarter`]. The design is in docs/replication.md ("Design").
+
+pub mod backlog;
+pub mod encode;
+mod feeder;
+mod primary;
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::clients::ClientInfo;
+use crate::config::ReplConfig;
+use backlog::Backlog;
+
+pub use primary::PsyncError;
+
+/// Starts the link to a primary (implemented by `crate::replica_link`): a thread that runs
+/// until the replication generation moves past `generation`.
+pub trait LinkStarter: Send + Sync {
+    fn start(&self, generation: u64, host: String, port: u16);
+}
+
+/// The replication ids: the current one and the one it replaced (PSYNC2: replicas of the old
+/// primary may continue with it up to `second_offset`).
+struct Ids {
+    replid: String,
+    replid2: String,
+    /// The first offset the old id does not cover (-1: none).
+    second_offset: i64,
+}
+
+/// A replica attached here (one PSYNC).
+pub struct ReplicaInfo {
+    pub client: Arc<ClientInfo>,
+    pub ip: String,
+    pub port: AtomicU64,
+    /// `wait_bgsave` (0), `send_bulk` (1) or `online` (2).
+    pub state: AtomicU8,
+    /// The offset it acknowledged last (REPLCONF ACK).
+    pub ack_offset: AtomicU64,
+    /// When it acknowledged last (`Instant` of `Replication::started`, in ms).
+    pub ack_ms: AtomicU64,
+}
+
+/// `Replication::feeder` when no feeder runs.
+const NO_FEEDER: u64 = u64::MAX;
+
+const STATE_NAMES: [&str; 3] = ["wait_bgsave", "send_bulk", "online"];
+
+/// A client waiting in WAIT.
+struct Waiter {
+    client: Arc<ClientInfo>,
+    /// Every log's last sequence number when it called WAIT: its writes are at or before.
+    positions: Vec<u64>,
+    /// The stream offset that holds them, once the feeder passed `positions`.
+    target: Option<u64>,
+    want: usize,
+    deadline: Option<Instant>,
+}
+
+/// The server's replication state (one per server, in `Shared`).
+pub struct Replication {
+    store: Arc<store::Store>,
+    sql: Option<Arc<sql::SqlEngine>>,
+    persistence: Arc<crate::snapshot::Persistence>,
+    pub config: Arc<RwLock<ReplConfig>>,
+    /// Bumped at every role change: threads of the old role (feeder, link, senders) stop.
+    generation: AtomicU64,
+    replica: AtomicBool,
+    master: Mutex<Option<(String, u16)>>,
+    ids: Mutex<Ids>,
+    pub(crate) backlog: Mutex<Backlog>,
+    /// Signalled when the backlog grows or the generation changes.
+    pub(crate) grown: Condvar,
+    replicas: Mutex<Vec<Arc<ReplicaInfo>>>,
+    /// REPLCONF listening-port of connections that have not sent PSYNC yet.
+    ports: Mutex<Vec<(u64, u16)>>,
+    waiters: Mutex<Vec<Waiter>>,
+    waiting: AtomicUsize,
+    /// The generation the running feeder belongs to (`NO_FEEDER`: none).
+    feeder: AtomicU64,
+    link_starter: OnceLock<Arc<dyn LinkStarter>>,
+    started: Instant,
+    // The replica link's state, for INFO and -MASTERDOWN.
+    pub link_up: AtomicBool,
+    pub sync_in_progress: AtomicBool,
+    pub last_io_ms: AtomicU64,
+    pub sync_full: AtomicU64,
+    pub sync_partial_ok: AtomicU64,
+    pub sync_partial_err: AtomicU64,
+    /// The largest CAS the stream brought: a promoted replica gives larger ones.
+    pub max_cas: AtomicU64,
+}
+
+/// 40 random hex digits (a replication id).
+pub fn random_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(48);
+    while out.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
+        let _ = write!(out, "{:016x}", h.finish());
+    }
+    out.truncate(40);
+    out
+}
+
+impl Replication {
+    pub fn new(
+        store: Arc<store::Store>,
+        sql: Option<Arc<sql::SqlEngine>>,
+        persistence: Arc<crate::snapshot::Persistence>,
+        config: Arc<RwLock<ReplConfig>>,
+    ) -> Arc<Replication> {
+        let size = config.read().repl_backlog_size.max(1) as usize;
+        Arc::new(Replication {
+            store,
+            sql,
+            persistence,
+            config,
+            generation: AtomicU64::new(0),
+            replica: AtomicBool::new(false),
+            master: Mutex::new(None),
+            ids: Mutex::new(Ids {
+                replid: random_id(),
+                replid2: "0".repeat(40),
+                second_offset: -1,
+            }),
+            backlog: Mutex::new(Backlog::new(size, 0)),
+            grown: Condvar::new(),
+            replicas: Mutex::new(Vec::new()),
+            ports: Mutex::new(Vec::new()),
+            waiters: Mutex::new(Vec::new()),
+            waiting: AtomicUsize::new(0),
+            feeder: AtomicU64::new(NO_FEEDER),
+            link_starter: OnceLock::new(),
+            started: Instant::now(),
+            link_up: AtomicBool::new(false),
+            sync_in_progress: AtomicBool::new(false),
+            last_io_ms: AtomicU64::new(0),
+            sync_full: AtomicU64::new(0),
+            sync_partial_ok: AtomicU64::new(0),
+            sync_partial_err: AtomicU64::new(0),
+            max_cas: AtomicU64::new(0),
+        })
+    }
+
+    /// Installs the replica side (once, at start).
+    pub fn set_link_starter(&self, starter: Arc<dyn LinkStarter>) {
+        let _ = self.link_starter.set(starter);
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    #[inline]
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Relaxed)
+    }
+
+    pub fn master(&self) -> Option<(String, u16)> {
+        self.master.lock().clone()
+    }
+
+    pub fn replid(&self) -> String {
+        self.ids.lock().replid.clone()
+    }
+
+    /// The stream offset (Redis's `master_repl_offset`).
+    pub fn offset(&self) -> u64 {
+        self.backlog.lock().end()
+    }
+
+    /// Whether a feeder of the current role runs.
+    pub(crate) fn feeding(&self) -> bool {
+        self.feeder.load(Relaxed) == self.generation()
+    }
+
+    /// REPLICAOF host port: becomes (or moves) a replica. Its replicas are dropped (they
+    /// reconnect and resync from the new data), the feeder stops, the store turns to replica
+    /// mode (no expiry nor eviction of its own) and the link starts.
+    pub fn replicaof(self: &Arc<Self>, host: String, port: u16) {
+        let generation = {
+            let mut master = self.master.lock();
+            *master = Some((host.clone(), port));
+            self.config.write().replicaof = Some((host.clone(), port));
+            self.replica.store(true, Relaxed);
+            self.store.set_replica_mode(true);
+            if let Some(sql) = &self.sql {
+                sql.set_expiry_paused(true);
+            }
+            self.generation.fetch_add(1, Relaxed) + 1
+        };
+        self.link_up.store(false, Relaxed);
+        self.drop_replicas();
+        self.grown.notify_all();
+        if let Some(starter) = self.link_starter.get() {
+            starter.start(generation, host, port);
+        }
+    }
+
+    /// REPLICAOF NO ONE: a replica becomes a primary. Its replication id becomes the second
+    /// id (replicas of the same old primary can continue from it: PSYNC2), a new id is drawn,
+    /// and the feeder starts at once so every write from now on is in the stream.
+    pub fn promote(self: &Arc<Self>) {
+        if !self.is_replica() {
+            return;
+        }
+        {
+            let _mark = self.persistence.repl_mark.lock();
+            let mut master = self.master.lock();
+            *master = None;
+            self.config.write().replicaof = None;
+            self.generation.fetch_add(1, Relaxed);
+            self.replica.store(false, Relaxed);
+            self.store.set_replica_mode(false);
+            if let Some(sql) = &self.sql {
+                sql.set_expiry_paused(false);
+            }
+            let offset = self.offset();
+            let mut ids = self.ids.lock();
+            ids.replid2 = std::mem::replace(&mut ids.replid, random_id());
+            ids.second_offset = offset as i64 + 1;
+        }
+        *self.persistence.repl_mark.lock() = None;
+        self.store.raise_cas_above(self.max_cas.load(Relaxed));
+        self.link_up.store(false, Relaxed);
+        self.sync_in_progress.store(false, Relaxed);
+        self.grown.notify_all();
+        self.start_feeder();
+    }
+
+    /// The replica link finished a full sync from `replid` at `offset`: the stream (and the
+    /// backlog sub-replicas are fed from) goes on from there; sub-replicas resync.
+    pub fn synced(&self, replid: &str, offset: u64) {
+        let size = self.config.read().repl_backlog_size.max(1) as usize;
+        self.backlog.lock().reset(offset, size);
+        let mut ids = self.ids.lock();
+        ids.replid = replid.to_string();
+        ids.replid2 = "0".repeat(40);
+        ids.second_offset = -1;
+        drop(ids);
+        self.drop_replicas();
+    }
+
+    /// The primary answered +CONTINUE with a new id (it was promoted): continue under it.
+    pub fn continued(&self, replid: &str) {
+        let offset = self.offset();
+        let mut ids = self.ids.lock();
+        if ids.replid != replid {
+            ids.replid2 = std::mem::replace(&mut ids.replid, replid.to_string());
+            ids.second_offset = offset as i64 + 1;
+        }
+    }
+
+    /// Bytes the replica link received and applied: forwarded as they are to sub-replicas.
+    pub fn forward(&self, bytes: &[u8]) {
+        self.backlog.lock().append(bytes);
+        self.grown.notify_all();
+    }
+
+    fn drop_replicas(&self) {
+        for r in self.replicas.lock().drain(..) {
+            r.client.kill();
+        }
+    }
+
+    /// REPLCONF listening-port of a connection (before its PSYNC).
+    pub fn set_listening_port(&self, client: u64, port: u16) {
+        let mut ports = self.ports.lock();
+        ports.retain(|(c, _)| *c != client);
+        ports.push((client, port));
+        if ports.len() > 1024 {
+            ports.remove(0);
+        }
+    }
+
+    /// REPLCONF ACK from a replica's connection.
+    pub fn ack(&self, client: u64, offset: u64) {
+        let now = self.now_ms();
+        if let Some(r) = self.replicas.lock().iter().find(|r| r.client.id == client) {
+            r.ack_offset.fetch_max(offset, Relaxed);
+            r.ack_ms.store(now, Relaxed);
+        }
+        if self.waiting.load(Relaxed) > 0 {
+            self.serve_waiters(None);
+        }
+    }
+
+    /// Replicas that acknowledged within `min-replicas-max-lag` seconds.
+    pub fn good_replicas(&self) -> usize {
+        let lag_ms = self.config.read().min_replicas_max_lag * 1000;
+        let now = self.now_ms();
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| {
+                r.state.load(Relaxed) == 2 && now - r.ack_ms.load(Relaxed).min(now) <= lag_ms
+            })
+            .count()
+    }
+
+    /// Replicas online that acknowledged `offset`.
+    pub fn acknowledged(&self, offset: u64) -> usize {
+        self.replicas
+            .lock()
+            .iter()
+            .filter(|r| r.state.load(Relaxed) == 2 && r.ack_offset.load(Relaxed) >= offset)
+            .count()
+    }
+
+    pub fn connected_replicas(&self) -> usize {
+        self.replicas.lock().len()
+    }
+
+    /// WAIT numreplicas timeout: replies (on `client`'s mailbox) with the number of replicas
+    /// that acknowledged this client's writes, once `want` did or at the deadline.
+    pub fn wait(
+        self: &Arc<Self>,
+        client: Arc<ClientInfo>,
+        positions: Vec<u64>,
+        want: usize,
+        timeout_ms: u64,
+    ) {
+        let deadline =
+            (timeout_ms > 0).then(|| Instant::now() + std::time::Duration::from_millis(timeout_ms));
+        self.waiters.lock().push(Waiter {
+            client,
+            positions,
+            target: None,
+            want,
+            deadline,
+        });
+        self.waiting.fetch_add(1, Relaxed);
+        // The feeder finds where the client's writes are in the stream and times the wait
+        // out; a primary without replicas starts it here (its deadline then answers 0).
+        self.start_feeder();
+    }
+
+    /// Answers the waiters that are done. `read_to`: the feeder's cursor position (per log,
+    /// the next sequence number it reads), when the feeder calls.
+    fn serve_waiters(&self, read_to: Option<&[u64]>) {
+        let mut waiters = self.waiters.lock();
+        if waiters.is_empty() {
+            return;
+        }
+        let end = self.offset();
+        let acks: Vec<u64> = self
+            .replicas
+            .lock()
+            .iter()
+            .filter(|r| r.state.load(Relaxed) == 2)
+            .map(|r| r.ack_offset.load(Relaxed))
+            .collect();
+        let now = Instant::now();
+        let mut ask = false;
+        waiters.retain_mut(|w| {
+            if w.target.is_none() {
+                let passed =
+                    read_to.is_some_and(|next| w.positions.iter().zip(next).all(|(p, n)| n > p));
+                if passed {
+                    w.target = Some(end);
+                    ask = true;
+                }
+            }
+            let acked = w
+                .target
+                .map_or(0, |t| acks.iter().filter(|&&a| a >= t).count());
+            let expired = w.deadline.is_some_and(|d| now >= d);
+            if acked >= w.want || expired || w.client.closed() {
+                let mut out = Vec::new();
+                resp::reply::integer(&mut out, acked as i64);
+                w.client.post(&out, true);
+                self.waiting.fetch_sub(1, Relaxed);
+                return false;
+            }
+            true
+        });
+        drop(waiters);
+        if ask {
+            // Replicas acknowledge at once instead of within the second.
+            let mut out = Vec::new();
+            encode::encode_command(&[b"REPLCONF", b"GETACK", b"*"], &mut out);
+            self.forward(&out);
+        }
+    }
+
+    /// INFO's `# Replication` section, with Redis's field names.
+    pub fn info(&self, t: &mut String) {
+        let mut field = |name: &str, value: &dyn std::fmt::Display| {
+            let _ = write!(t, "{name}:{value}\r\n");
+        };
+        let offset = self.offset();
+        if let Some((host, port)) = self.master() {
+            let up = self.link_up.load(Relaxed);
+            field("role", &"slave");
+            field("master_host", &host);
+            field("master_port", &port);
+            field("master_link_status", &if up { "up" } else { "down" });
+            let io = self.now_ms().saturating_sub(self.last_io_ms.load(Relaxed)) / 1000;
+            field(
+                "master_last_io_seconds_ago",
+                &if up { io as i64 } else { -1 },
+            );
+            let syncing = self.sync_in_progress.load(Relaxed);
+            field("master_sync_in_progress", &(syncing as u8));
+            field("slave_read_repl_offset", &offset);
+            field("slave_repl_offset", &offset);
+            if !up {
+                // Since the last byte from the primary (-1: never linked), as Redis shows it.
+                let last = self.last_io_ms.load(Relaxed);
+                let down = if last == 0 { -1 } else { io as i64 };
+                field("master_link_down_since_seconds", &down);
+            }
+            field("slave_priority", &100);
+            field(
+                "slave_read_only",
+                &(self.config.read().replica_read_only as u8),
+            );
+            field("replica_announced", &1);
+        } else {
+            field("role", &"master");
+        }
+        let replicas = self.replicas.lock().clone();
+        field("connected_slaves", &replicas.len());
+        let now = self.now_ms();
+        for (i, r) in replicas.iter().enumerate() {
+            let state = STATE_NAMES[r.state.load(Relaxed).min(2) as usize];
+            let lag = now.saturating_sub(r.ack_ms.load(Relaxed)) / 1000;
+            field(
+                &format!("slave{i}"),
+                &format_args!(
+                    "ip={},port={},state={state},offset={},lag={lag}",
+                    r.ip,
+                    r.port.load(Relaxed),
+                    r.ack_offset.load(Relaxed)
+                ),
+            );
+        }
+        let min = self.config.read().min_replicas_to_write;
+        if min > 0 {
+            field("min_slaves_good_slaves", &self.good_replicas());
+        }
+        field("master_failover_state", &"no-failover");
+        let ids = self.ids.lock();
+        field("master_replid", &ids.replid);
+        field("master_replid2", &ids.replid2);
+        drop(ids);
+        field("master_repl_offset", &offset);
+        field("second_repl_offset", &self.ids.lock().second_offset);
+        let b = self.backlog.lock();
+        field(
+            "repl_backlog_active",
+            &((self.feeding() || self.is_replica()) as u8),
+        );
+        field("repl_backlog_size", &b.capacity());
+        field("repl_backlog_first_byte_offset", &(b.start() + 1));
+        field("repl_backlog_histlen", &b.len());
+    }
+
+    /// ROLE's reply.
+    pub fn role(&self, out: &mut Vec<u8>) {
+        use resp::reply;
+        let offset = self.offset() as i64;
+        if let Some((host, port)) = self.master() {
+            reply::array_len(out, 5);
+            reply::bulk(out, b"slave");
+            reply::bulk(out, host.as_bytes());
+            reply::integer(out, port as i64);
+            let state: &[u8] = if self.link_up.load(Relaxed) {
+                b"connected"
+            } else if self.sync_in_progress.load(Relaxed) {
+                b"sync"
+            } else {
+                b"connect"
+            };
+            reply::bulk(out, state);
+            reply::integer(out, offset);
+            return;
+        }
+        let replicas = self.replicas.lock().clone();
+        reply::array_len(out, 3);
+        reply::bulk(out, b"master");
+        reply::integer(out, offset);
+        reply::array_len(out, replicas.len());
+        for r in replicas {
+            reply::array_len(out, 3);
+            reply::bulk(out, r.ip.as_bytes());
+            reply::bulk(out, r.port.load(Relaxed).to_string().as_bytes());
+            reply::bulk(out, r.ack_offset.load(Relaxed).to_string().as_bytes());
+        }
+    }
+}

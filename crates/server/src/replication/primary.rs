@@ -1,0 +1,225 @@
+//! The side that serves replicas (a primary, or a replica serving its own replicas): PSYNC
+//! decides between a partial resync (`+CONTINUE`, from the backlog) and a full one
+//! (`+FULLRESYNC`, a snapshot streamed as it is written, then the stream from the offset it
+//! was noted at), and one sender thread per replica posts the stream to the replica's
+//! connection through its mailbox, as fast as the connection drains it (bounded: it waits
+//! while more than `MAX_PENDING` bytes are unsent).
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clients::{client_flags, ClientInfo};
+
+use super::{random_id, ReplicaInfo, Replication};
+
+/// Unsent bytes a sender lets pile up on a replica's connection before it waits.
+const MAX_PENDING: usize = 16 << 20;
+/// Bytes a sender posts at once.
+const CHUNK: usize = 256 << 10;
+
+/// Why PSYNC was refused.
+#[derive(Debug)]
+pub enum PsyncError {
+    /// A replica that has no data from its own primary yet cannot serve a replica.
+    NoMasterLink,
+}
+
+impl PsyncError {
+    pub fn message(&self) -> &'static str {
+        match self {
+            PsyncError::NoMasterLink => {
+                "NOMASTERLINK Can't SYNC while not connected with my master"
+            }
+        }
+    }
+}
+
+impl Replication {
+    /// PSYNC `replid` `offset` from `client`: the connection becomes a replica's, fed from
+    /// here on by a thread of its own (which posts the `+FULLRESYNC` / `+CONTINUE` line first).
+    /// `offset` is Redis's: the replica's offset plus one (-1 with `?`: a full sync).
+    pub fn psync(
+        self: &Arc<Self>,
+        client: Arc<ClientInfo>,
+        replid: &[u8],
+        offset: i64,
+    ) -> Result<(), PsyncError> {
+        if self.is_replica() && self.persistence.repl_mark.lock().is_none() {
+            return Err(PsyncError::NoMasterLink);
+        }
+        let port = {
+            let mut ports = self.ports.lock();
+            let found = ports.iter().position(|(c, _)| *c == client.id);
+            found.map_or(0, |i| ports.remove(i).1)
+        };
+        let from = offset - 1;
+        let partial = from >= 0 && {
+            let ids = self.ids.lock();
+            let b = self.backlog.lock();
+            let from = from as u64;
+            let known = replid == ids.replid.as_bytes()
+                || (replid == ids.replid2.as_bytes() && offset <= ids.second_offset);
+            let fed = self.feeding() || self.is_replica();
+            known && fed && from >= b.start() && from <= b.end()
+        };
+        if !partial && replid != b"?" {
+            self.sync_partial_err.fetch_add(1, Relaxed);
+        }
+        let ip = client
+            .addr
+            .rsplit_once(':')
+            .map_or(client.addr.as_str(), |(ip, _)| ip)
+            .to_string();
+        let info = Arc::new(ReplicaInfo {
+            client: client.clone(),
+            ip,
+            port: AtomicU64::new(port as u64),
+            state: AtomicU8::new(0),
+            ack_offset: AtomicU64::new(0),
+            ack_ms: AtomicU64::new(self.now_ms()),
+        });
+        client.state.flags.fetch_or(client_flags::REPLICA, Relaxed);
+        self.replicas.lock().push(info.clone());
+        let this = Arc::clone(self);
+        let start = partial.then_some(from as u64);
+        let spawned = std::thread::Builder::new()
+            .name("cairn-repl-sender".into())
+            .spawn(move || {
+                this.serve(&info, start);
+                this.replicas.lock().retain(|r| !Arc::ptr_eq(r, &info));
+                info.client.kill();
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start a replica's sender: {e}");
+            client.kill();
+        }
+        Ok(())
+    }
+
+    fn serve(self: &Arc<Self>, info: &ReplicaInfo, partial_from: Option<u64>) {
+        let client = &info.client;
+        let start = match partial_from {
+            Some(from) => {
+                client.post_stream(format!("+CONTINUE {}\r\n", self.replid()).as_bytes());
+                self.sync_partial_ok.fetch_add(1, Relaxed);
+                from
+            }
+            None => match self.full_sync(info) {
+                Ok(offset) => offset,
+                Err(e) => {
+                    tracing::warn!(replica = %client.addr, "full sync failed: {e}");
+                    return;
+                }
+            },
+        };
+        info.state.store(2, Relaxed);
+        info.ack_ms.store(self.now_ms(), Relaxed);
+        tracing::info!(replica = %client.addr, offset = start, "replica online");
+        let mut pos = start;
+        let mut buf = Vec::with_capacity(CHUNK);
+        while !client.closed() && !client.killed() {
+            buf.clear();
+            {
+                let mut b = self.backlog.lock();
+                match b.read(pos, CHUNK, &mut buf) {
+                    Err(_) => {
+                        tracing::warn!(replica = %client.addr, "replica fell out of the backlog");
+                        return;
+                    }
+                    Ok(0) => {
+                        self.grown.wait_for(&mut b, Duration::from_millis(100));
+                        continue;
+                    }
+                    Ok(_) => {}
+                }
+            }
+            client.post_stream(&buf);
+            pos += buf.len() as u64;
+            if wait_for_room(client).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Sends `+FULLRESYNC`, the snapshot and its end mark; returns the offset the stream
+    /// continues from. On a primary the snapshot's META cut tells the replica which of the
+    /// stream's first records it already holds; on a replica the snapshot is taken between
+    /// two applied records (its link waits) and matches the offset exactly.
+    fn full_sync(self: &Arc<Self>, info: &ReplicaInfo) -> io::Result<u64> {
+        self.sync_full.fetch_add(1, Relaxed);
+        info.state.store(1, Relaxed);
+        let client = &info.client;
+        let mark = random_id();
+        let mut writer = MailWriter {
+            client,
+            buf: Vec::with_capacity(CHUNK),
+        };
+        let offset = if self.is_replica() {
+            let held = self.persistence.repl_mark.lock();
+            let Some((replid, offset)) = held.clone() else {
+                return Err(io::Error::other("no data from the primary yet"));
+            };
+            writer.write_all(
+                format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),
+            )?;
+            let (w, _) = self
+                .persistence
+                .stream_snapshot(writer, Some(&(replid, offset)))?;
+            writer = w;
+            offset
+        } else {
+            self.start_feeder();
+            let (replid, offset) = (self.replid(), self.offset());
+            writer.write_all(
+                format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),
+            )?;
+            let (w, _) = self.persistence.stream_snapshot(writer, None)?;
+            writer = w;
+            offset
+        };
+        writer.write_all(mark.as_bytes())?;
+        writer.flush()?;
+        Ok(offset)
+    }
+}
+
+/// Waits while the replica's connection has more than `MAX_PENDING` bytes unsent.
+fn wait_for_room(client: &ClientInfo) -> io::Result<()> {
+    while client.pending_output() > MAX_PENDING {
+        if client.closed() || client.killed() {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if client.closed() || client.killed() {
+        return Err(io::ErrorKind::BrokenPipe.into());
+    }
+    Ok(())
+}
+
+/// Writes into a replica's connection through its mailbox, in chunks, waiting for room.
+struct MailWriter<'a> {
+    client: &'a ClientInfo,
+    buf: Vec<u8>,
+}
+
+impl Write for MailWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= CHUNK {
+            self.flush()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            wait_for_room(self.client)?;
+            self.client.post_stream(&self.buf);
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
