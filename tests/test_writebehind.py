@@ -356,3 +356,36 @@ def test_commands_and_config_errors(tmp_path):
     with pytest.raises(AssertionError, match="needs a database"):
         s.start()
     s.kill()
+
+
+def test_a_replica_leaves_write_behind_to_its_primary(tmp_path):
+    """Primary and replica each map note:* to a database of their own: the primary writes the
+    row back, the replica (whose changes are the primary's) writes nothing until promoted."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    pdb, rdb = Db("sqlite", tmp_path / "p"), Db("sqlite", tmp_path / "r")
+    pdb.create()
+    rdb.create()
+    primary = start(config(tmp_path / "p", pdb), "wb-repl-primary")
+    replica = start(config(tmp_path / "r", rdb), "wb-repl-replica")
+    try:
+        p, r = primary.client(), replica.client()
+        r.replicaof("127.0.0.1", primary.port)
+        deadline = time.monotonic() + 10
+        while r.info("replication")["master_link_status"] != "up":
+            assert time.monotonic() < deadline, "the replica's link did not come up"
+            time.sleep(0.02)
+        p.set("note:a", "from the primary")
+        assert p.execute_command("WAIT", 1, 5000) == 1
+        assert r.get("note:a") == b"from the primary"
+        drained(p, ["notes"])
+        assert pdb.sql("SELECT id, body FROM notes") == [("a", "from the primary")]
+        assert info(r, "notes")["queue"] == "0"
+        assert rdb.sql("SELECT id, body FROM notes") == []
+        r.replicaof("NO", "ONE")
+        r.set("note:b", "after the promotion")
+        drained(r, ["notes"])
+        assert rdb.sql("SELECT id, body FROM notes") == [("b", "after the promotion")]
+    finally:
+        replica.stop()
+        primary.stop()
