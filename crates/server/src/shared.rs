@@ -39,6 +39,9 @@ pub struct Shared {
     pub scripts: crate::scripts::Scripts,
     /// Write-behind to databases (docs/writebehind.md).
     pub writeback: Arc<writeback::Engine>,
+    /// Whether to send traffic here (`/readyz`, systemd's READY=1): loading registers its
+    /// check below; replication registers one for a replica that has not synced.
+    pub readiness: crate::health::Readiness,
 }
 
 impl Shared {
@@ -113,7 +116,16 @@ impl Shared {
             observe: Arc::default(),
             blocking: Arc::default(),
             scripts,
+            readiness: crate::health::Readiness::default(),
         });
+        let persistence = Arc::downgrade(&shared.persistence);
+        shared.readiness.register(
+            "loading",
+            Box::new(move || {
+                let loading = persistence.upgrade().is_some_and(|p| p.loading());
+                loading.then(|| "loading the snapshot".into())
+            }),
+        );
         // The store's expiry rounds and evictions, timed for LATENCY.
         shared
             .store

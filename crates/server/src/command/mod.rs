@@ -16,6 +16,7 @@ mod info;
 mod introspect;
 mod keys;
 mod lists;
+mod memory_cmd;
 mod object;
 mod observe_cmd;
 pub(crate) mod observe_hook;
