@@ -142,3 +142,16 @@ def mc_stats(port, group=None, host=HOST, timeout=30):
             parts = line.decode().split(" ", 2)
             if parts[0] == "STAT" and len(parts) == 3:
                 out[parts[1]] = parts[2]
+
+
+def binary_commit(path):
+    """The commit a cairn-server binary was built from (its `--version`), None if it says none."""
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"\(commit ([0-9a-f]+|unknown)\)", out)
+    return m.group(1) if m and m.group(1) != "unknown" else None

@@ -28,7 +28,7 @@ PYTHON = sys.executable
 
 
 sys.path.insert(0, str(ROOT / "tests"))
-from kit import free_port  # noqa: E402  (the repository's shared test kit, tests/kit.py)
+from kit import binary_commit, free_port  # noqa: E402,F401  (the repository's shared test kit, tests/kit.py)
 
 
 def wait_for(check, timeout: float, what: str) -> None:
