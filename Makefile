@@ -12,6 +12,8 @@
 #                tables and plots in bench/results/;  make bench-quick: < 3 minutes, bench/results/quick/
 #   make study-thesis  the thesis study (studies/thesis, docs/studies/thesis.md): ~1 hour;
 #                make study-thesis-quick: the same rig with short runs (< 5 minutes, also in make test)
+#   make man     the man page, generated from --help (clap_mangen): target/man/cairn-server.1
+#   make docker  the container image (Dockerfile), tagged cairn:latest, naming the commit
 #   make clean   remove build outputs and the test venv
 #
 # Knobs: PYTEST_ARGS="-k hashes -x", CAIRN_MODES=reactor (subset of server modes),
@@ -32,7 +34,8 @@ CARGO_TEST_TIMEOUT ?= 2400
 PYTEST_TIMEOUT     ?= 1500
 
 .PHONY: all build run test test-rust test-py setup validate validate-redis validate-memcached \
-        fmt lint fuzz clean bench bench-quick bench-setup study-thesis study-thesis-quick
+        fmt lint fuzz clean bench bench-quick bench-setup study-thesis study-thesis-quick \
+        man docker
 
 all: build
 
@@ -44,6 +47,16 @@ run: build
 
 setup:
 	scripts/setup.sh
+
+# The man page from the command line's help (the settings table); not built by `make build`.
+man:
+	mkdir -p target/man
+	$(CARGO) run --release -q -p cairn-server --example mangen -- target/man/cairn-server.1
+	@echo "target/man/cairn-server.1 (man -l target/man/cairn-server.1)"
+
+docker:
+	docker build --build-arg CAIRN_COMMIT=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) \
+		-t cairn:latest .
 
 # Release everywhere: the integration tests need the release binary anyway, so the cargo
 # tests share its dependency builds instead of compiling everything a second time in debug.

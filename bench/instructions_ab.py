@@ -34,10 +34,7 @@ import run as B  # noqa: E402  (machine description for the result page)
 BENCH = HERE.parent / "target" / "release" / "cairn-bench"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = B.free_port  # the shared kit's (tests/kit.py)
 
 
 def total_instructions(path):

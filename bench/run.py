@@ -120,19 +120,10 @@ def machine_busy_seconds():
     return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / CLK_TCK
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent():
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+# Ports, child processes, RESP and memcached on raw sockets: the shared kit (tests/kit.py). The
+# names stay importable from here (the other bench scripts use `run.free_port`, ...).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from kit import die_with_parent as _die_with_parent, free_port, mc_stats, resp_call  # noqa: E402,F401
 
 
 class Server:
@@ -225,41 +216,6 @@ class Server:
         return {"used_memory": int(st["bytes"]), "keys": int(st["curr_items"]),
                 "evicted": int(st.get("evictions", 0)), "expired": int(st.get("expired_unfetched", 0)),
                 "total_malloced": int(slabs.get("total_malloced", 0))}
-
-
-def resp_call(port, *args, timeout=30):
-    """One RESP command over a fresh connection; returns bytes, int, or None."""
-    req = b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a) for a in (x if isinstance(x, bytes) else str(x).encode() for x in args))
-    with socket.create_connection((HOST, port), timeout=timeout) as s:
-        s.sendall(req)
-        f = s.makefile("rb")
-        line = f.readline()
-        t, rest = line[:1], line[1:-2]
-        if t == b"+":
-            return rest
-        if t == b"-":
-            raise RuntimeError(f"{args[0]}: {rest.decode()}")
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            return None if n < 0 else f.read(n + 2)[:-2]
-        raise RuntimeError(f"unexpected reply {line!r}")
-
-
-def mc_stats(port, group=None):
-    with socket.create_connection((HOST, port), timeout=30) as s:
-        s.sendall(b"stats" + (b" " + group.encode() if group else b"") + b"\r\n")
-        f = s.makefile("rb")
-        out = {}
-        while True:
-            line = f.readline().strip()
-            if not line or line == b"END":
-                return out
-            parts = line.decode().split(" ", 2)
-            if parts[0] == "STAT" and len(parts) == 3:
-                out[parts[1]] = parts[2]
 
 
 def server_specs(n=NPROC):

@@ -33,10 +33,7 @@ BENCH = ROOT / "target" / "release" / "cairn-bench"
 CAIRN = ROOT / "target" / "release" / "cairn-server"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = B.free_port  # the shared kit's (tests/kit.py)
 
 
 def start(kind, port, workdir, log):

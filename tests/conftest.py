@@ -95,34 +95,17 @@ def pytest_unconfigure(config):
 # small utilities
 # ----------------------------------------------------------------------------
 
-def _die_with_parent():
-    """preexec_fn: the server gets SIGKILL if the test process dies (no orphans)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def free_port() -> int:
-    """A currently free loopback TCP port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_until(pred, timeout=5.0, interval=0.02, msg="condition"):
-    """Polls pred() until it returns a truthy value; returns that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {msg}")
-        time.sleep(interval)
+# The shared kit (tests/kit.py): also used by bench/, studies/ and the client's benchmark.
+# Re-exported here: tests import these names from conftest.
+from kit import (  # noqa: E402
+    RespError,
+    decode_resp,
+    die_with_parent as _die_with_parent,
+    encode_command,
+    free_port,
+    read_reply,
+    wait_until,
+)
 
 
 def parse_size(text: str) -> int:
@@ -329,82 +312,6 @@ class RawConn:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def encode_command(*args) -> bytes:
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        if isinstance(a, str):
-            a = a.encode()
-        elif isinstance(a, int):
-            a = str(a).encode()
-        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(parts)
-
-
-class RespError(str):
-    """An error reply, as decoded by decode_resp."""
-
-
-def decode_resp(data: bytes):
-    """Decodes one complete RESP2/RESP3 reply into Python values.
-
-    Maps become dicts (keys as decoded), sets become Python sets of hashable
-    values, nulls become None, doubles float, booleans bool, big numbers int,
-    simple strings / bulk / verbatim strings bytes, errors RespError.
-    """
-    pos = 0
-
-    def line():
-        nonlocal pos
-        end = data.index(b"\r\n", pos)
-        ln = data[pos:end]
-        pos = end + 2
-        return ln
-
-    def value():
-        nonlocal pos
-        ln = line()
-        t, rest = ln[:1], ln[1:]
-        if t in (b"$", b"=", b"!"):
-            n = int(rest)
-            if n < 0:
-                return None
-            body = data[pos:pos + n]
-            pos += n + 2
-            if t == b"!":
-                return RespError(body.decode(errors="replace"))
-            return body[4:] if t == b"=" else body
-        if t in (b"*", b">"):
-            n = int(rest)
-            return None if n < 0 else [value() for _ in range(n)]
-        if t == b"~":
-            return {value() for _ in range(int(rest))}
-        if t == b"%":
-            out = {}
-            for _ in range(int(rest)):
-                k = value()
-                out[k] = value()
-            return out
-        if t == b"|":
-            for _ in range(2 * int(rest)):
-                value()
-            return value()
-        if t == b"+":
-            return rest
-        if t == b"-":
-            return RespError(rest.decode(errors="replace"))
-        if t in (b":", b"("):
-            return int(rest)
-        if t == b"_":
-            return None
-        if t == b",":
-            return float(rest)
-        if t == b"#":
-            return rest == b"t"
-        raise ValueError(f"not RESP: {ln!r}")
-
-    return value()
 
 
 # ----------------------------------------------------------------------------

@@ -37,6 +37,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE / "src"))
+# Ports and RESP requests: the repository's shared test kit (tests/kit.py).
+sys.path.insert(0, str(ROOT / "tests"))
 
 import redis  # noqa: E402
 
@@ -49,10 +51,7 @@ HOST = "127.0.0.1"
 # plumbing
 # ----------------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+from kit import encode_command as cmd, free_port  # noqa: E402
 
 
 class ServerProc:
@@ -86,14 +85,6 @@ class ServerProc:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-
-
-def cmd(*args) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 class Raw:

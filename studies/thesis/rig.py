@@ -27,10 +27,8 @@ ROOT = HERE.parent.parent
 PYTHON = sys.executable
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from kit import binary_commit, free_port  # noqa: E402,F401  (the repository's shared test kit, tests/kit.py)
 
 
 def wait_for(check, timeout: float, what: str) -> None:

@@ -129,11 +129,13 @@ def merge_repeats(results: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any
     return merged
 
 
-def machine() -> str:
+def machine(cairn_bin: str) -> str:
     cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     load = open("/proc/loadavg").read().split()[:3]
-    return (f"{platform.node()}: {cores} cores, Linux {platform.release()}, load average {' '.join(load)} at start, "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    # The commit the measured binary was built from (issue 20: every page names its commit).
+    commit = rig.binary_commit(cairn_bin) or "unknown commit"
+    return (f"{platform.node()}: {cores} cores, Linux {platform.release()}, cairn {commit}, "
+            f"load average {' '.join(load)} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 
 def main() -> int:
@@ -187,7 +189,7 @@ def main() -> int:
             pg.close()
 
     results = merge_repeats({rid: r for rid, r in done.items() if f"-q{requests}" in rid})
-    meta = {"machine": machine(), "requests": requests, "users": args.users, "db_latency_ms": args.db_latency_ms,
+    meta = {"machine": machine(args.cairn_bin), "requests": requests, "users": args.users, "db_latency_ms": args.db_latency_ms,
             "quick": args.quick, "rate": rate, "repeats": repeats,
             "run_s": sum(r["wall_s"] + r["startup_s"] for rid, r in done.items() if f"-q{requests}" in rid)}
     (out / "summary.md").write_text(plots.render(results, meta, FIGURES, BASE,

@@ -2,7 +2,10 @@
 
 use std::process::exit;
 
-use cairn_server::config::{Config, ConfigError};
+use std::sync::Arc;
+
+use cairn_server::config::{Config, ConfigError, LogFormat};
+use cairn_server::daemon::{LogFile, LogSink};
 use cairn_server::net::Server;
 use cairn_server::shared::Shared;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -22,7 +25,7 @@ fn main() {
             exit(1);
         }
     };
-    init_logging(&config);
+    let logfile = init_logging(&config);
     cairn_server::clients::now_ms();
     raise_fd_limit(config.maxclients);
 
@@ -39,6 +42,7 @@ fn main() {
 
     info!(
         version = env!("CARGO_PKG_VERSION"),
+        commit = cairn_server::config::COMMIT,
         pid = std::process::id(),
         maxmemory = config.maxmemory,
         policy = config.maxmemory_policy.name(),
@@ -57,29 +61,46 @@ fn main() {
             exit(1);
         }
     };
-    if let Some(path) = snapshot {
-        let shared = shared.clone();
-        std::thread::Builder::new()
-            .name("cairn-load".into())
-            .spawn(move || {
-                load_snapshot(&shared, &path);
-                // A replica links up once its data is loaded (its snapshot's replication
-                // mark lets it continue where it was).
-                cairn_server::replica_link::start(&shared);
-            })
-            .expect("spawn the loading thread");
-    } else {
-        cairn_server::replica_link::start(&shared);
+    if shared.config.metrics_port != 0 {
+        let (bind, port) = (&shared.config.metrics_bind, shared.config.metrics_port);
+        match cairn_server::exporter::start(&shared, bind, port) {
+            Ok(addr) => info!("metrics endpoint on http://{addr}/metrics (/healthz, /readyz)"),
+            Err(e) => {
+                error!("metrics endpoint {bind}:{port}: {e}");
+                exit(1);
+            }
+        }
+    }
+    match snapshot {
+        Some(path) => {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("cairn-load".into())
+                .spawn(move || {
+                    load_snapshot(&shared, &path);
+                    notify_ready();
+                    // A replica links up once its data is loaded (its snapshot's replication
+                    // mark lets it continue where it was).
+                    cairn_server::replica_link::start(&shared);
+                })
+                .expect("spawn the loading thread");
+        }
+        None => {
+            notify_ready();
+            cairn_server::replica_link::start(&shared);
+        }
     }
 
     let signal = signals.forever().find(|&sig| {
         if sig == SIGHUP {
-            // Logs go to stderr, which the supervisor owns: there is no file to reopen.
-            info!("received SIGHUP: ignored (logs go to stderr; nothing to reopen)");
+            reopen_logfile(logfile.as_deref());
         }
         sig != SIGHUP
     });
     info!(signal = signal.map(signal_name), "shutting down");
+    if let Err(e) = cairn_server::daemon::sd_notify("STOPPING=1") {
+        warn!("could not tell the service manager that cairn is stopping: {e}");
+    }
     // A second signal while shutting down exits at once.
     std::thread::spawn(move || {
         if signals.forever().any(|sig| sig != SIGHUP) {
@@ -152,12 +173,67 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-fn init_logging(config: &Config) {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+/// Logs to stderr, or to `--logfile` (returned, for SIGHUP to reopen), as text or JSON lines.
+fn init_logging(config: &Config) -> Option<Arc<LogFile>> {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    let logfile = config
+        .logfile
+        .as_ref()
+        .map(|path| match LogFile::open(path) {
+            Ok(file) => file,
+            Err(e) => {
+                eprintln!(
+                    "cairn-server: can't open the log file {}: {e}",
+                    path.display()
+                );
+                exit(1);
+            }
+        });
+    let writer = match &logfile {
+        Some(file) => BoxMakeWriter::new(LogSink(file.clone())),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_writer(writer)
         .with_max_level(config.level_filter())
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match config.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
+    logfile
+}
+
+/// SIGHUP: reopens `--logfile` (after logrotate moved it); without one, logs go to stderr,
+/// which the supervisor owns, and there is nothing to reopen.
+fn reopen_logfile(logfile: Option<&LogFile>) {
+    match logfile {
+        Some(file) => match file.reopen() {
+            Ok(()) => info!(
+                "received SIGHUP: reopened the log file {}",
+                file.path().display()
+            ),
+            Err(e) => error!(
+                "received SIGHUP: can't reopen the log file {}: {e} (still writing to the old one)",
+                file.path().display()
+            ),
+        },
+        None => info!("received SIGHUP: ignored (logs go to stderr; nothing to reopen)"),
+    }
+}
+
+/// Tells systemd (`Type=notify`) that the server is ready: listening, snapshot loaded.
+fn notify_ready() {
+    match cairn_server::daemon::sd_notify("READY=1") {
+        Ok(true) => info!("told the service manager that cairn is ready"),
+        Ok(false) => {}
+        Err(e) => warn!("could not tell the service manager that cairn is ready: {e}"),
+    }
 }
 
 /// Opts this process out of transparent huge pages, as Redis does by default: with THP, memory

@@ -16,6 +16,9 @@ type Subscribers = Vec<Arc<ClientInfo>>;
 pub struct PubSub {
     channels: RwLock<HashMap<Vec<u8>, Subscribers>>,
     patterns: RwLock<Vec<(Vec<u8>, Arc<ClientInfo>)>>,
+    /// Messages published, and copies of them delivered to subscribers (the metrics endpoint).
+    pub published: std::sync::atomic::AtomicU64,
+    pub delivered: std::sync::atomic::AtomicU64,
 }
 
 /// The RESP version a client speaks now (HELLO may change it).
@@ -100,6 +103,8 @@ impl PubSub {
                 receivers += 1;
             }
         }
+        self.published.fetch_add(1, Relaxed);
+        self.delivered.fetch_add(receivers as u64, Relaxed);
         receivers
     }
 

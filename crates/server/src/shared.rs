@@ -41,6 +41,9 @@ pub struct Shared {
     pub writeback: Arc<writeback::Engine>,
     /// Replication: the role, the stream, the replicas (docs/replication.md).
     pub replication: Arc<crate::replication::Replication>,
+    /// Whether to send traffic here (`/readyz`, systemd's READY=1): loading registers its
+    /// check below; replication registers one for a replica that has not synced.
+    pub readiness: crate::health::Readiness,
 }
 
 impl Shared {
@@ -123,7 +126,25 @@ impl Shared {
             observe: Arc::default(),
             blocking: Arc::default(),
             scripts,
+            readiness: crate::health::Readiness::default(),
         });
+        let persistence = Arc::downgrade(&shared.persistence);
+        shared.readiness.register(
+            "loading",
+            Box::new(move || {
+                let loading = persistence.upgrade().is_some_and(|p| p.loading());
+                loading.then(|| "loading the snapshot".into())
+            }),
+        );
+        let replication = Arc::downgrade(&shared.replication);
+        shared.readiness.register(
+            "replication",
+            Box::new(move || {
+                let r = replication.upgrade()?;
+                let syncing = r.is_replica() && !r.link_up.load(std::sync::atomic::Ordering::Relaxed);
+                syncing.then(|| "not in sync with its primary".into())
+            }),
+        );
         // The store's expiry rounds and evictions, timed for LATENCY.
         shared
             .store

@@ -10,6 +10,11 @@
 //! As in Redis 7: `calls` counts commands that ran, `failed_calls` those of them that replied
 //! with an error, `rejected_calls` commands refused before running (wrong arity, NOAUTH,
 //! OOM, not allowed in this context), which are not in `calls`.
+//!
+//! The same per-thread arrays keep, by protocol, the calls and failures (the Prometheus
+//! endpoint's `protocol` label) and, by command, a histogram of handler times in
+//! [`LATENCY_BOUNDS_NS`] (the endpoint's latency histograms): INFO's `calls`, `usec` and
+//! `failed_calls` are their sums, so nothing is counted twice.
 
 pub mod memcache;
 pub mod metrics;
@@ -46,11 +51,39 @@ pub trait Counted: 'static {
     fn slot(&'static self) -> usize;
 }
 
+/// The protocols commands are counted by, as the `protocol` index of [`record`] gives them.
+pub const PROTOCOLS: [&str; 2] = ["resp", "memcache"];
+
+/// Upper bounds (nanoseconds, inclusive) of the latency histogram's buckets; one more bucket
+/// takes what is slower than the last. From 10 µs (a GET is ~1 µs) to 1 s (a slow script).
+pub const LATENCY_BOUNDS_NS: [u64; 15] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    1_000_000_000,
+];
+const BUCKETS: usize = LATENCY_BOUNDS_NS.len() + 1;
+
 struct ThreadCounters {
+    /// By protocol, then slot: `PROTOCOLS.len() * SLOTS`.
     calls: Box<[AtomicU64]>,
     nanos: Box<[AtomicU64]>,
+    /// By protocol, then slot.
     failed: Box<[AtomicU64]>,
     rejected: Box<[AtomicU64]>,
+    /// By slot, then bucket: `SLOTS * BUCKETS`.
+    latency: Box<[AtomicU64]>,
 }
 
 fn registry() -> &'static Mutex<Vec<Arc<ThreadCounters>>> {
@@ -60,26 +93,35 @@ fn registry() -> &'static Mutex<Vec<Arc<ThreadCounters>>> {
 
 thread_local! {
     static LOCAL: Arc<ThreadCounters> = {
-        let zeros = || (0..SLOTS).map(|_| AtomicU64::new(0)).collect();
+        let zeros = |n| (0..n).map(|_| AtomicU64::new(0)).collect();
+        let by_protocol = PROTOCOLS.len() * SLOTS;
         let counters = Arc::new(ThreadCounters {
-            calls: zeros(),
-            nanos: zeros(),
-            failed: zeros(),
-            rejected: zeros(),
+            calls: zeros(by_protocol),
+            nanos: zeros(SLOTS),
+            failed: zeros(by_protocol),
+            rejected: zeros(SLOTS),
+            latency: zeros(SLOTS * BUCKETS),
         });
         registry().lock().push(counters.clone());
         counters
     };
 }
 
-/// Counts one call of `command` that took `nanos`; `failed`: it replied with an error.
-pub fn record(command: &'static impl Counted, nanos: u64, failed: bool) {
+/// Counts one call of `command`, over `protocol` (an index of [`PROTOCOLS`]), that took
+/// `nanos`; `failed`: it replied with an error.
+pub fn record(command: &'static impl Counted, protocol: usize, nanos: u64, failed: bool) {
     let i = command.slot();
+    let p = protocol * SLOTS + i;
+    let bucket = LATENCY_BOUNDS_NS
+        .iter()
+        .position(|&bound| nanos <= bound)
+        .unwrap_or(BUCKETS - 1);
     LOCAL.with(|c| {
-        c.calls[i].fetch_add(1, Relaxed);
+        c.calls[p].fetch_add(1, Relaxed);
         c.nanos[i].fetch_add(nanos, Relaxed);
+        c.latency[i * BUCKETS + bucket].fetch_add(1, Relaxed);
         if failed {
-            c.failed[i].fetch_add(1, Relaxed);
+            c.failed[p].fetch_add(1, Relaxed);
         }
     });
 }
@@ -104,9 +146,11 @@ pub fn snapshot() -> Vec<(usize, CommandStats)> {
     let mut totals = vec![CommandStats::default(); SLOTS];
     for counters in registry().lock().iter() {
         for (i, total) in totals.iter_mut().enumerate() {
-            total.calls += counters.calls[i].load(Relaxed);
+            for p in 0..PROTOCOLS.len() {
+                total.calls += counters.calls[p * SLOTS + i].load(Relaxed);
+                total.failed += counters.failed[p * SLOTS + i].load(Relaxed);
+            }
             total.usec += counters.nanos[i].load(Relaxed);
-            total.failed += counters.failed[i].load(Relaxed);
             total.rejected += counters.rejected[i].load(Relaxed);
         }
     }
@@ -123,6 +167,41 @@ pub fn snapshot() -> Vec<(usize, CommandStats)> {
                 },
             )
         })
+        .collect()
+}
+
+/// One command's counters with the detail the Prometheus endpoint shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandDetail {
+    /// By protocol ([`PROTOCOLS`]).
+    pub calls: [u64; PROTOCOLS.len()],
+    pub failed: [u64; PROTOCOLS.len()],
+    pub rejected: u64,
+    pub nanos: u64,
+    /// Calls per bucket of [`LATENCY_BOUNDS_NS`] (not cumulative), the last one unbounded.
+    pub latency: [u64; BUCKETS],
+}
+
+/// [`CommandDetail`] of every command called or rejected at least once, by slot.
+pub fn detail_snapshot() -> Vec<(usize, CommandDetail)> {
+    let mut totals = vec![CommandDetail::default(); SLOTS];
+    for counters in registry().lock().iter() {
+        for (i, total) in totals.iter_mut().enumerate() {
+            for p in 0..PROTOCOLS.len() {
+                total.calls[p] += counters.calls[p * SLOTS + i].load(Relaxed);
+                total.failed[p] += counters.failed[p * SLOTS + i].load(Relaxed);
+            }
+            total.rejected += counters.rejected[i].load(Relaxed);
+            total.nanos += counters.nanos[i].load(Relaxed);
+            for b in 0..BUCKETS {
+                total.latency[b] += counters.latency[i * BUCKETS + b].load(Relaxed);
+            }
+        }
+    }
+    totals
+        .into_iter()
+        .enumerate()
+        .filter(|(_, t)| t.latency.iter().sum::<u64>() + t.rejected > 0)
         .collect()
 }
 
@@ -208,6 +287,7 @@ pub fn reset() {
             .chain(counters.nanos.iter())
             .chain(counters.failed.iter())
             .chain(counters.rejected.iter())
+            .chain(counters.latency.iter())
             .for_each(|a| a.store(0, Relaxed));
     }
     let table = errors();

@@ -323,6 +323,14 @@ enum Delivery<'k> {
     Broken(Arc<Tracker>),
 }
 
+/// Invalidation messages sent since start (the metrics endpoint's tracking pushes).
+static PUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Invalidation messages sent since start, to every tracking client.
+pub fn pushes() -> u64 {
+    PUSHES.load(Relaxed)
+}
+
 fn send(deliveries: &[Delivery<'_>]) {
     let mut buf = Vec::new();
     for d in deliveries {
@@ -331,6 +339,7 @@ fn send(deliveries: &[Delivery<'_>]) {
                 buf.clear();
                 write_invalidation(&mut buf, target, Some(keys.as_slice()));
                 if !buf.is_empty() {
+                    PUSHES.fetch_add(1, Relaxed);
                     target.post(&buf, false);
                 }
             }
@@ -357,6 +366,7 @@ fn deliver(buf: &mut Vec<u8>, tracker: &Tracker, keys: Option<&[&[u8]]>) {
     }
     write_invalidation(buf, &tracker.target, keys);
     if !buf.is_empty() {
+        PUSHES.fetch_add(1, Relaxed);
         tracker.target.post(buf, false);
     }
 }

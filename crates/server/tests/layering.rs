@@ -12,17 +12,27 @@ use std::path::{Path, PathBuf};
 /// first layer's modules name none). docs/architecture.md says what each layer is. A module
 /// that is in no layer yet is only checked for cycles.
 const LAYERS: &[&[&str]] = &[
-    &["protocol", "config", "stats", "keyspace", "sql_changes"],
+    &[
+        "protocol",
+        "config",
+        "stats",
+        "keyspace",
+        "sql_changes",
+        "health",
+        "daemon",
+    ],
     &["clients", "snapshot"],
     &["pubsub", "observe", "blocking", "scripts", "replication"],
     &["tracking", "busy"],
     &["wb_tap"],
     &["shared"],
+    &["memory"],
     &["command"],
     &["replica_link"],
     &["memcached"],
     &["session"],
     &["net"],
+    &["exporter"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

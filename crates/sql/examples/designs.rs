@@ -13,7 +13,7 @@
 //! - `memdb-per-table`: one memdb database per table (readers of `t` never meet writers of `u`).
 //!
 //! Workloads: SELECT-by-primary-key on a 100k-row table, INSERT, and both at once on two
-//! different tables. Run: `cargo run --release -p sql --example designs -- [secs] [clients]`.
+//! different tables. Run: `cargo run --release -p cairn-sql --example designs -- [secs] [clients]`.
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use rusqlite::{params, Connection, OpenFlags};

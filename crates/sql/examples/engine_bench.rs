@@ -4,7 +4,7 @@
 //! Measures, through the public API (queue hand-off included, no network): SELECT-by-primary-
 //! key latency and throughput, INSERT throughput, and the forced-expiry deletes of Table 2
 //! (one page, one user), with and without expiry rules (row-metadata triggers) on the table.
-//! Run: `cargo run --release -p sql --example engine_bench -- [clients]`.
+//! Run: `cargo run --release -p cairn-sql --example engine_bench -- [clients]`.
 
 use sql::{ExpiryRules, Reply, Request, SqlConfig, SqlEngine, Value};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,7 +8,7 @@
 //! 2. The engine end to end: `SqlEngine::snapshot` and `SqlEngine::restore`, and the latency of
 //!    primary-key reads and of single-row writes, alone and while a snapshot is taken every 20 ms.
 //!
-//! Run: `cargo run --release -p sql --example snapshot_bench -- [rows]` (default 100000).
+//! Run: `cargo run --release -p cairn-sql --example snapshot_bench -- [rows]` (default 100000).
 
 use rusqlite::backup::Backup;
 use rusqlite::{ffi, Connection, OpenFlags};

@@ -1,7 +1,7 @@
 //! Measures how much thread stack SQLite needs for pathological statements (deep LIKE/GLOB
 //! patterns, chained CTEs and views, nested subqueries and parentheses), by painting the
 //! stack before the statement and finding the deepest overwritten word afterwards.
-//! Run: `cargo run --release -p sql --example stack_probe -- KIND N`.
+//! Run: `cargo run --release -p cairn-sql --example stack_probe -- KIND N`.
 
 use rusqlite::Connection;
 

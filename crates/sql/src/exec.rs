@@ -234,19 +234,23 @@ fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
     Ok(())
 }
 
-/// Marks the connection as stepping (so an ATTACH seen now is VACUUM's) until dropped.
-struct Running<'a>(&'a Conn);
+/// Marks the connection as stepping (so an ATTACH seen now is VACUUM's) until dropped, and
+/// times the statement (the statement latency histogram).
+struct Running<'a>(&'a Conn, &'a Shared, std::time::Instant);
 
 impl<'a> Running<'a> {
-    fn new(conn: &'a Conn) -> Running<'a> {
+    fn new(conn: &'a Conn, shared: &'a Shared) -> Running<'a> {
         conn.auth.lock().running = true;
-        Running(conn)
+        Running(conn, shared, std::time::Instant::now())
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.auth.lock().running = false;
+        self.1
+            .counters
+            .statement_took(self.2.elapsed().as_nanos() as u64);
     }
 }
 
@@ -264,7 +268,7 @@ fn rows(
     let mut size: usize = columns.iter().map(|c| c.len() + 16).sum();
     let mut out = Vec::new();
     let _deadline = Deadline::arm(shared.config.timeout);
-    let _running = Running::new(conn);
+    let _running = Running::new(conn, shared);
     let mut it = stmt.raw_query();
     loop {
         let row = match it.next() {
@@ -303,7 +307,7 @@ fn changes(
     bind(stmt, params)?;
     shared.counters.statements.fetch_add(1, Relaxed);
     let _deadline = Deadline::arm(shared.config.timeout);
-    let _running = Running::new(conn);
+    let _running = Running::new(conn, shared);
     let mut it = stmt.raw_query();
     loop {
         match it.next() {

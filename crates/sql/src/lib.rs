@@ -50,6 +50,23 @@ pub use error::{ErrorKind, SqlError};
 pub use snapshot::SqlSnapshot;
 pub use types::{ColumnInfo, ExpiryRules, Reply, Request, SqlStats, Value};
 
+/// Upper bounds (nanoseconds, inclusive) of the statement latency histogram's buckets
+/// ([`SqlStats::latency`]): 50 µs (a point lookup) to 10 s (past any sane `--sql-timeout`).
+pub const LATENCY_BOUNDS_NS: [u64; 12] = [
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    10_000_000,
+    50_000_000,
+    250_000_000,
+    1_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
 use conn::Conn;
 use parking_lot::Mutex;
 use shared::{Job, Shared};

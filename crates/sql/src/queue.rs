@@ -38,6 +38,12 @@ impl<T> Queue<T> {
         }
     }
 
+    /// Jobs waiting, both lanes (the SQL queue depth metric).
+    pub fn len(&self) -> usize {
+        let st = self.state.lock();
+        st.jobs.len() + st.heavy.len()
+    }
+
     /// Appends `job`; hands it back when the queue is closed so the caller can fail it.
     pub fn push(&self, job: T) -> Result<(), T> {
         self.push_at(job, Lane::Back)

@@ -94,6 +94,21 @@ pub(crate) struct Counters {
     pub expired_ops: AtomicU64,
     pub data_bytes: AtomicU64,
     pub cancelled: AtomicU64,
+    /// Statements' run times, per bucket of [`crate::LATENCY_BOUNDS_NS`] (the last unbounded).
+    pub latency: [AtomicU64; crate::LATENCY_BOUNDS_NS.len() + 1],
+    pub latency_nanos: AtomicU64,
+}
+
+impl Counters {
+    /// Counts one statement that ran for `nanos`.
+    pub fn statement_took(&self, nanos: u64) {
+        let bucket = crate::LATENCY_BOUNDS_NS
+            .iter()
+            .position(|&bound| nanos <= bound)
+            .unwrap_or(crate::LATENCY_BOUNDS_NS.len());
+        self.latency[bucket].fetch_add(1, Relaxed);
+        self.latency_nanos.fetch_add(nanos, Relaxed);
+    }
 }
 
 /// SQL texts of statements that ran long lately (direct-mapped by hash, so bounded; a
@@ -242,6 +257,9 @@ impl Shared {
             expired_rows: c.expired_rows.load(Relaxed),
             expired_ops: c.expired_ops.load(Relaxed),
             tables_with_rules: self.registry.len() as u64,
+            queued: (self.readers.len() + self.writer.len()) as u64,
+            latency: c.latency.each_ref().map(|b| b.load(Relaxed)),
+            latency_nanos: c.latency_nanos.load(Relaxed),
         }
     }
 }

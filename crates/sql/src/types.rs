@@ -124,4 +124,10 @@ pub struct SqlStats {
     pub expired_ops: u64,
     /// Tables that have expiry rules.
     pub tables_with_rules: u64,
+    /// Statements waiting for an engine thread now.
+    pub queued: u64,
+    /// Statements run, per bucket of [`crate::LATENCY_BOUNDS_NS`] (not cumulative; the last
+    /// bucket takes the slower ones), and their total run time.
+    pub latency: [u64; crate::LATENCY_BOUNDS_NS.len() + 1],
+    pub latency_nanos: u64,
 }

@@ -581,7 +581,7 @@ fn rss_bytes() -> u64 {
 }
 
 /// What the process really holds per backlog record (ring slack and allocator included):
-/// `cargo test --release -p store backlog_rss -- --ignored --nocapture`.
+/// `cargo test --release -p cairn-store backlog_rss -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn backlog_rss_per_record() {

@@ -168,6 +168,18 @@ pub struct StoreStats {
     pub stored: u64,
     /// Bytes the change backlogs hold (not counted in `used_memory` nor against the limit).
     pub change_backlog: u64,
+    /// Of `used_memory`: the shards' slot arrays (the key index).
+    pub index_memory: u64,
+    /// Of `used_memory`: the tag index's entries.
+    pub tag_index_memory: u64,
+}
+
+impl StoreStats {
+    /// Of `used_memory`: the records themselves (keys, values, headers, collections).
+    pub fn records_memory(&self) -> u64 {
+        self.used_memory
+            .saturating_sub(self.index_memory + self.tag_index_memory)
+    }
 }
 
 pub struct Store {
@@ -469,6 +481,7 @@ impl Store {
             used_memory: self.used_memory(),
             external_memory: self.external_memory(),
             change_backlog: self.change_backlog_memory(),
+            tag_index_memory: (self.tags.len() * tags::ENTRY_COST) as u64,
             ..StoreStats::default()
         };
         for (index, cell) in self.shards.iter().enumerate() {
@@ -481,6 +494,7 @@ impl Store {
             with_shard(index, &mut |shard: &Shard| {
                 s.keys += shard.table.len() as u64;
                 s.keys_with_expiry += shard.table.expiring() as u64;
+                s.index_memory += shard.table.bytes() as u64;
             });
         }
         s

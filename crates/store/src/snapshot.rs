@@ -754,7 +754,7 @@ mod tests {
     }
 }
 
-/// The copy's lock hold at scale: `cargo test --release -p store hold_at_scale -- --ignored
+/// The copy's lock hold at scale: `cargo test --release -p cairn-store hold_at_scale -- --ignored
 /// --nocapture` (SNAPSHOT_KEYS sets the key count, default 10 million).
 #[cfg(test)]
 mod scale {

@@ -350,6 +350,31 @@ mod tag_tests {
     const PAGE: u32 = 1;
     const USER: u32 = 2;
 
+    /// The memory breakdown (MEMORY STATS, /metrics): the key index is the slot arrays, the tag
+    /// index its entries, the records the rest of `used_memory`; the tag index empties with
+    /// the records.
+    #[test]
+    fn memory_breakdown_by_kind() {
+        let s = store(0, true);
+        let empty = s.stats();
+        assert_eq!(empty.tag_index_memory, 0);
+        assert_eq!(empty.records_memory(), 0);
+        assert_eq!(empty.index_memory, empty.used_memory);
+        put_tagged(&s, b"a", &[tag(PAGE, 1), tag(USER, 2)], None);
+        put_tagged(&s, b"b", &[tag(PAGE, 1)], None);
+        let st = s.stats();
+        assert_eq!(st.tag_index_memory, 3 * crate::tags::ENTRY_COST as u64);
+        assert!(st.records_memory() > 0);
+        assert_eq!(
+            st.records_memory() + st.index_memory + st.tag_index_memory,
+            st.used_memory
+        );
+        s.write(A, b"a", |e| e.remove());
+        s.write(A, b"b", |e| e.remove());
+        assert_eq!(s.stats().tag_index_memory, 0);
+        assert_eq!(s.stats().records_memory(), 0);
+    }
+
     /// A kept (touch) or client-chosen (memcached `E`) CAS leaves the record's WATCH version
     /// fresh, and the rebuild that adds the version field keeps value, deadline, flags, marks
     /// and tags (the tag index follows the record to its new address).

@@ -450,7 +450,8 @@ fn run<'s, B: Body>(
     let before = out.len();
     body.run(command, db, shared, conn, out);
     let nanos = started.elapsed().as_nanos() as u64;
-    count(command, nanos, B::error_in(&out[before..]));
+    let protocol = conn.client.protocol as usize;
+    count(command, protocol, nanos, B::error_in(&out[before..]));
     let client = if by_script {
         &shared.scripts.lua_client
     } else {
@@ -462,15 +463,15 @@ fn run<'s, B: Body>(
 /// Counts a command that ran (INFO commandstats / errorstats) from the error its reply
 /// carries, if any. An OOM refusal counts as rejected, as Redis refuses such commands before
 /// running them.
-fn count(command: &'static Command, nanos: u64, error: Option<&[u8]>) {
+fn count(command: &'static Command, protocol: usize, nanos: u64, error: Option<&[u8]>) {
     match error {
-        None => stats::record(command, nanos, false),
+        None => stats::record(command, protocol, nanos, false),
         Some(msg) => {
             stats::record_error(msg);
             if msg.split(|&b| b == b' ').next() == Some(b"OOM") {
                 stats::record_rejected(command);
             } else {
-                stats::record(command, nanos, true);
+                stats::record(command, protocol, nanos, true);
             }
         }
     }

@@ -74,38 +74,8 @@ fn field(text: &mut String, name: &str, value: impl Display) {
     let _ = write!(text, "{name}:{value}\r\n");
 }
 
-/// Bytes as Redis's bytesToHuman prints them (`918.98K`).
-pub fn human(bytes: u64) -> String {
-    let units = ["B", "K", "M", "G", "T", "P"];
-    if bytes < 1024 {
-        return format!("{bytes}B");
-    }
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < units.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.2}{}", units[unit])
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf only reads a system constant.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(n).unwrap_or(4096)
-}
-
-/// Resident set size from /proc (0 where unavailable).
-pub fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * page_size())
-}
+/// Byte counts and the resident set: the memory breakdown's (`crate::memory`) helpers.
+pub use crate::memory::{human, page_size, rss_bytes};
 
 fn total_system_memory() -> u64 {
     // SAFETY: sysconf only reads a system constant.
@@ -180,18 +150,7 @@ fn cpu_times(who: libc::c_int) -> (String, String) {
 
 /// Memory held by connections: their buffers, queued transactions and per-client state.
 fn clients_memory(shared: &Shared) -> u64 {
-    shared
-        .clients
-        .list()
-        .iter()
-        .map(|c| {
-            c.qbuf.load(Relaxed)
-                + c.qbuf_free.load(Relaxed)
-                + c.omem.load(Relaxed)
-                + c.state.multi_mem.load(Relaxed)
-                + crate::clients::client_base_mem()
-        })
-        .sum()
+    crate::memory::clients_memory(shared)
 }
 
 pub fn info(ctx: &mut Ctx<'_, '_>) {
@@ -418,6 +377,10 @@ fn memory_section(t: &mut String, shared: &Shared) {
         field(t, "sql_data_memory", s.data_bytes);
         field(t, "sql_maxmemory", s.max_memory);
         field(t, "sql_heap_limit", s.heap_limit);
+    }
+    // cairn's breakdown by kind (`crate::memory`), as MEMORY STATS and /metrics show it.
+    for (kind, bytes) in crate::memory::MemoryReport::collect(shared).kinds() {
+        field(t, &format!("mem_{kind}"), bytes);
     }
 }
 

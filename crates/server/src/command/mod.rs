@@ -18,6 +18,7 @@ mod introspect;
 mod keys;
 mod lists;
 mod mpop;
+mod memory_cmd;
 mod object;
 mod observe_cmd;
 pub(crate) mod observe_hook;

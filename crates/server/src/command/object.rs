@@ -29,6 +29,10 @@ const OBJECT_HELP: &[&str] = &[
 ];
 
 const MEMORY_HELP: &[&str] = &[
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
     "USAGE <key> [SAMPLES <count>]",
     "    Return memory in bytes used by <key> and its value. Nested values are",
     "    sampled up to <count> times (default: 5, 0 means sample all).",
@@ -117,7 +121,9 @@ pub fn memory(ctx: &mut Ctx<'_, '_>) {
     match sub.as_slice() {
         b"help" if ctx.argc() == 2 => ctx.help("MEMORY", MEMORY_HELP),
         b"usage" if ctx.argc() >= 3 => usage(ctx),
-        b"usage" | b"help" => ctx.wrong_subcommand_arity("memory"),
+        b"stats" if ctx.argc() == 2 => super::memory_cmd::stats(ctx),
+        b"doctor" if ctx.argc() == 2 => super::memory_cmd::doctor(ctx),
+        b"usage" | b"help" | b"stats" | b"doctor" => ctx.wrong_subcommand_arity("memory"),
         _ => ctx.unknown_subcommand("MEMORY"),
     }
 }

@@ -1009,6 +1009,8 @@ pub static SPECS: &[Spec] = &[
         history: &[],
         subcommands: &[
         Sub { name: "memory|usage", arity: -3, flags: &["readonly"], acl: &["@read", "@slow"], tips: &[], summary: "Estimate the memory usage of a key", since: "4.0.0", complexity: "O(N) where N is the number of samples." },
+        Sub { name: "memory|stats", arity: 2, flags: &[], acl: &["@slow"], tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"], summary: "Returns details about memory usage", since: "4.0.0", complexity: "O(1)" },
+        Sub { name: "memory|doctor", arity: 2, flags: &[], acl: &["@slow"], tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"], summary: "Outputs a memory problems report", since: "4.0.0", complexity: "O(1)" },
         Sub { name: "memory|help", arity: 2, flags: &["loading", "stale"], acl: &["@slow"], tips: &[], summary: "Show helpful text about the different subcommands", since: "4.0.0", complexity: "O(1)" },
     ],
     },

@@ -179,7 +179,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("copy", -3, W, TWO, keys::copy, "Copies a key's value (with its expiry and tags) to another key."),
     cmd("randomkey", 1, R | KEYSPACE, NONE, keys::randomkey, "Returns a random key."),
     cmd("object", -2, 0, NONE, object::object, "OBJECT ENCODING / FREQ / IDLETIME / REFCOUNT: a key's internals."),
-    cmd("memory", -2, 0, NONE, object::memory, "MEMORY USAGE: the bytes a key takes."),
+    cmd("memory", -2, 0, NONE, object::memory, "MEMORY USAGE / STATS / DOCTOR: the bytes a key takes, where memory goes."),
     // Hashes.
     cmd("hset", -4, WF, ONE, hashes::hset, "Sets fields of a hash."),
     cmd("hmset", -4, WF, ONE, hashes::hmset, "Sets fields of a hash (replies OK)."),

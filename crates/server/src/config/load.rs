@@ -15,7 +15,7 @@ use super::{Config, ConfigError};
 /// The clap command: `--config` and one flag per setting.
 pub(super) fn command() -> Command {
     let mut cmd = Command::new("cairn-server")
-        .version(env!("CARGO_PKG_VERSION"))
+        .version(super::VERSION)
         .about("cairn: a multi-threaded in-memory cache server speaking RESP (Redis) and memcached")
         .args_override_self(true)
         .arg(

@@ -48,6 +48,38 @@ impl IoModel {
     }
 }
 
+/// How log lines are written: for people, or one JSON object per line for collectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl LogFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+/// The git commit the binary was built from (build.rs; `unknown` outside a git checkout).
+pub const COMMIT: &str = env!("CAIRN_COMMIT");
+
+/// What `--version` prints after the name: the package version and the commit.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CAIRN_COMMIT"),
+    ")"
+);
+
+/// The command line's clap command (the man page is generated from it: `make man`).
+pub fn clap_command() -> clap::Command {
+    load::command()
+}
+
 /// What to do when `maxmemory` is reached: the store's policies, by Redis's names.
 pub use store::EvictionPolicy as MaxmemoryPolicy;
 
@@ -78,6 +110,12 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Normalised: one of trace, debug, verbose, info, notice, warning, error, nothing.
     pub loglevel: String,
+    pub log_format: LogFormat,
+    /// Where logs go; None = stderr. Reopened on SIGHUP (log rotation).
+    pub logfile: Option<PathBuf>,
+    /// The metrics endpoint's TCP port (`/metrics`, `/healthz`, `/readyz`); 0 = off.
+    pub metrics_port: u16,
+    pub metrics_bind: String,
     pub max_value_size: usize,
     /// Largest input buffer of one client (see [`effective_query_buffer_limit`]).
     pub client_query_buffer_limit: usize,
@@ -227,6 +265,10 @@ impl Config {
             maxclients: 1,
             requirepass: None,
             loglevel: String::new(),
+            log_format: LogFormat::Text,
+            logfile: None,
+            metrics_port: 0,
+            metrics_bind: String::new(),
             max_value_size: 1,
             client_query_buffer_limit: MIN_QUERY_BUFFER_LIMIT,
             client_output_limits: OutputLimits::default(),

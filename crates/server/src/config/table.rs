@@ -373,6 +373,58 @@ pub static SETTINGS: &[Setting] = &[
         },
         |c| c.loglevel.clone(),
     ),
+    fixed(
+        "log-format",
+        "FORMAT",
+        "Log lines as text (for people) or json (one object per line: time, level, fields).",
+        DefaultValue::Text("text"),
+        Kind::Text,
+        |c, v| {
+            c.log_format = match v.to_ascii_lowercase().as_str() {
+                "text" => super::LogFormat::Text,
+                "json" => super::LogFormat::Json,
+                _ => return Err(format!("log-format '{v}': expected text or json")),
+            };
+            Ok(())
+        },
+        |c| c.log_format.name().into(),
+    ),
+    fixed(
+        "logfile",
+        "PATH",
+        "Append logs to this file instead of stderr; SIGHUP reopens it (log rotation).",
+        DefaultValue::Text(""),
+        Kind::Text,
+        |c, v| {
+            c.logfile = non_empty(v).map(Into::into);
+            Ok(())
+        },
+        |c| path_text(&c.logfile),
+    ),
+    fixed(
+        "metrics-port",
+        "PORT",
+        "TCP port of the metrics endpoint (/metrics for Prometheus, /healthz, /readyz); 0 = off.",
+        DefaultValue::Text("0"),
+        Kind::Int,
+        |c, v| {
+            c.metrics_port = parse_port(v)?;
+            Ok(())
+        },
+        |c| c.metrics_port.to_string(),
+    ),
+    fixed(
+        "metrics-bind",
+        "ADDR",
+        "Address the metrics endpoint listens on.",
+        DefaultValue::Text("127.0.0.1"),
+        Kind::Text,
+        |c, v| {
+            c.metrics_bind = v.to_string();
+            Ok(())
+        },
+        |c| c.metrics_bind.clone(),
+    ),
     mutable(
         fixed(
             "max-value-size",

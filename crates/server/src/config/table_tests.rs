@@ -21,6 +21,10 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("maxclients", "77", "77"),
     ("requirepass", "p\"w \\ #", "p\"w \\ #"),
     ("loglevel", "WARN", "warning"),
+    ("log-format", "JSON", "json"),
+    ("logfile", "/var/log/cairn.log", "/var/log/cairn.log"),
+    ("metrics-port", "9121", "9121"),
+    ("metrics-bind", "0.0.0.0", "0.0.0.0"),
     ("max-value-size", "1mb", "1048576"),
     ("client-query-buffer-limit", "2mb", "2097152"),
     (
