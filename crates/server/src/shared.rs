@@ -141,7 +141,8 @@ impl Shared {
             "replication",
             Box::new(move || {
                 let r = replication.upgrade()?;
-                let syncing = r.is_replica() && !r.link_up.load(std::sync::atomic::Ordering::Relaxed);
+                let syncing =
+                    r.is_replica() && !r.link_up.load(std::sync::atomic::Ordering::Relaxed);
                 syncing.then(|| "not in sync with its primary".into())
             }),
         );

@@ -731,6 +731,8 @@ fn a_write_to_a_hash_removes_its_expired_fields_first() {
     s.write(A, b"h", |e| e.put(Kind::Hash, &timed, None, 0))
         .unwrap();
     assert!(s.write(A, b"h", |e| e.item().is_none()));
+}
+
 /// Replica mode: the store neither expires (lazily or actively) nor evicts on its own, and
 /// ignores the memory limit; expired records read as absent until a deletion removes them.
 #[test]
