@@ -235,3 +235,35 @@ def test_phpredis_sentinel_finds_primary(topology):
                           text=True, timeout=30)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == f'["{HOST}",{primary.port},"yes",2]'
+
+
+def test_replicaof_inside_multi_exec_as_sentinel_sends_it(server_factory):
+    """Sentinel promotes with MULTI, SLAVEOF NO ONE, CONFIG REWRITE, CLIENT KILL TYPE normal, EXEC
+    (and reconfigures replicas the same way with SLAVEOF host port). A promotion takes every
+    shard's lock, so cairn applies it once EXEC released the keyspace (it hung before)."""
+    primary = server_factory(name="multi-primary")
+    replica = server_factory(name="multi-replica")
+    rc = replica.client()
+    rc.replicaof(HOST, primary.port)
+    wait_for(lambda: rc.info("replication")["master_link_status"] == "up", 15, "the link")
+    primary.client().set("k", "v")
+    wait_for(lambda: rc.get("k") == b"v", 10, "the replica to have k")
+    raw = replica.client(socket_timeout=5)
+    pipe = raw.pipeline(transaction=True)
+    pipe.execute_command("SLAVEOF", "NO", "ONE")
+    pipe.execute_command("CONFIG", "REWRITE")
+    pipe.execute_command("CLIENT", "KILL", "TYPE", "normal")
+    replies = pipe.execute(raise_on_error=False)
+    assert replies[0] is True or replies[0] == b"OK"
+    info = replica.client().info("replication")
+    assert info["role"] == "master"
+    c = replica.client()
+    c.set("after", "1")
+    assert c.get("k") == b"v" and c.get("after") == b"1"
+    # And back: SLAVEOF host port inside MULTI/EXEC.
+    pipe = c.pipeline(transaction=True)
+    pipe.execute_command("SLAVEOF", HOST, primary.port)
+    pipe.execute_command("CONFIG", "REWRITE")
+    pipe.execute(raise_on_error=False)
+    c2 = replica.client()
+    wait_for(lambda: c2.info("replication").get("master_link_status") == "up", 15, "the link again")
