@@ -267,3 +267,15 @@ def test_replicaof_inside_multi_exec_as_sentinel_sends_it(server_factory):
     pipe.execute(raise_on_error=False)
     c2 = replica.client()
     wait_for(lambda: c2.info("replication").get("master_link_status") == "up", 15, "the link again")
+
+
+def test_replica_priority_is_in_info(server_factory):
+    """Sentinel never promotes a replica whose INFO says slave_priority:0 (CONFIG SET replica-priority)."""
+    primary = server_factory(name="prio-primary")
+    replica = server_factory(name="prio-replica")
+    rc = replica.client()
+    rc.replicaof(HOST, primary.port)
+    assert rc.info("replication")["slave_priority"] == 100
+    assert rc.config_set("replica-priority", 0)
+    assert rc.config_get("replica-priority") == {"replica-priority": "0"}
+    assert rc.info("replication")["slave_priority"] == 0

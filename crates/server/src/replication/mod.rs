@@ -418,7 +418,7 @@ impl Replication {
             field("master_sync_in_progress", &(syncing as u8));
             field("slave_read_repl_offset", &offset);
             field("slave_repl_offset", &offset);
-            field("slave_priority", &100);
+            field("slave_priority", &self.config.read().replica_priority);
             field(
                 "slave_read_only",
                 &(self.config.read().replica_read_only as u8),
