@@ -111,6 +111,13 @@ def test_link_drop_resumes_with_continue(server_factory):
     wait_for(lambda: info(pc, "stats")["sync_partial_ok"] > before["sync_partial_ok"], what="+CONTINUE")
     assert pc.execute_command("WAIT", 1, 5000) == 1
     assert rc.get("b") == b"2"
+    # The primary's side drops it too (CLIENT KILL TYPE replica): it comes back the same way.
+    ok = info(pc, "stats")["sync_partial_ok"]
+    assert pc.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+    pc.set("c", "3")
+    wait_for(lambda: info(pc, "stats")["sync_partial_ok"] > ok, what="+CONTINUE after CLIENT KILL TYPE replica")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.get("c") == b"3"
     assert info(pc, "stats")["sync_full"] == full
 
 
@@ -197,6 +204,8 @@ def test_two_replicas_equal_the_primary_after_100k_writes(server_factory):
     pc = p.client()
     reps = [start_replica(server_factory, p) for _ in range(2)]
     pc.execute_command("SQL.EXEC", "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+    pc.execute_command("SQL.EXEC", "CREATE TABLE capped (id INTEGER PRIMARY KEY)")
+    pc.execute_command("SQL.EXPIRE", "capped", "ROWS", 50)
     t0 = time.monotonic()
     pipe = pc.pipeline(transaction=False)
     n = 0
@@ -235,6 +244,9 @@ def test_two_replicas_equal_the_primary_after_100k_writes(server_factory):
         pc.execute_command("SQL.EXEC", "INSERT INTO t VALUES (?, ?)", i, f"name{i}")
         n += 1
     pc.execute_command("SQL.EXEC", "DELETE FROM t WHERE id < 10")
+    for i in range(120):
+        pc.execute_command("SQL.EXEC", "INSERT INTO capped VALUES (?)", i)
+        n += 1
     writes_s = time.monotonic() - t0
     assert n >= 100000
     t1 = time.monotonic()
@@ -279,6 +291,10 @@ def test_two_replicas_equal_the_primary_after_100k_writes(server_factory):
             assert rc.execute_command("TAG.COUNT", *q) == pc.execute_command("TAG.COUNT", *q) > 0
         q = ["SELECT id, name FROM t ORDER BY id"]
         assert rc.execute_command("SQL.QUERY", *q) == pc.execute_command("SQL.QUERY", *q)
+        # The expiry rule replicates, and the rows it removed on the primary go here too.
+        q = ["SELECT id FROM capped ORDER BY id"]
+        rows = pc.execute_command("SQL.QUERY", *q)
+        assert rc.execute_command("SQL.QUERY", *q) == rows and 0 < len(rows) <= 60
         # memcached flags and CAS are the primary's.
         for key in (b"mc5", b"flagged"):
             assert rc.execute_command("GET", key) == pc.execute_command("GET", key)
@@ -333,3 +349,106 @@ def test_a_replica_without_its_primary_serves_stale_data_or_masterdown(server_fa
     assert info(rc)["role"] == "slave", "stale commands (INFO) still run"
     assert rc.replicaof("NO", "ONE")
     assert rc.get("k") == b"v"
+
+
+def test_expirations_and_evictions_reach_replicas_as_deletions(server_factory):
+    p, pc, rep, rc = pair(server_factory, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
+    pc.set("short", "v", px=150)
+    pc.set("long", "v", ex=100)
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.get("short") == b"v" and 0 < rc.pttl("short") <= 150
+    # The primary expires it (actively, or on this access): the replica's copy goes with it.
+    wait_for(lambda: pc.get("short") is None, what="the expiry on the primary")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    wait_for(lambda: rc.dbsize() == 1, what="the deletion at the replica")
+    assert rc.get("short") is None and rc.get("long") == b"v"
+    # Evictions: the primary stays under its limit, the replica holds exactly what it holds.
+    pipe = pc.pipeline(transaction=False)
+    for i in range(20000):
+        pipe.set(f"k{i}", "x" * 400)
+    pipe.execute()
+    assert info(pc, "stats")["evicted_keys"] > 0
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    wait_for(lambda: rc.dbsize() == pc.dbsize(), what="the evictions at the replica")
+    keys = pc.keys("*")
+    assert sorted(rc.keys("*")) == sorted(keys)
+
+
+def test_a_replica_authenticates_with_masterauth(server_factory):
+    p = server_factory("--requirepass", "s3cret")
+    pc = p.client(password="s3cret")
+    pc.set("k", "v")
+    rep = server_factory("--masterauth", "s3cret")
+    rc = rep.client()
+    rc.replicaof(HOST, p.port)
+    wait_for(lambda: link_up(rc), what="the authenticated link")
+    wait_for(lambda: rc.get("k") == b"v", what="the data")
+
+
+def test_a_full_sync_under_concurrent_writes_converges(server_factory):
+    """Writes racing the snapshot's dump are in both the snapshot and the stream: each is
+    applied once, and the replica ends equal to the primary."""
+    import random
+    import threading
+
+    p = server_factory()
+    pc = p.client()
+    pipe = pc.pipeline(transaction=False)
+    for i in range(50000):
+        pipe.set(f"k{i}", i)
+    pipe.execute()
+    stop = threading.Event()
+
+    def writer():
+        w = p.client()
+        rnd = random.Random(7)
+        while not stop.is_set():
+            pipe = w.pipeline(transaction=False)
+            for _ in range(200):
+                k = f"k{rnd.randrange(60000)}"
+                op = rnd.randrange(4)
+                if op == 0:
+                    pipe.delete(k)
+                elif op == 1:
+                    pipe.incr(f"n{rnd.randrange(100)}")
+                elif op == 2:
+                    pipe.set(k, rnd.randrange(10**9), ex=1000)
+                else:
+                    pipe.append(k, "x")
+            pipe.execute()
+        w.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        rep, rc = start_replica(server_factory, p)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join()
+    assert pc.execute_command("WAIT", 1, 10000) == 1
+    keys = sorted(pc.keys("*"))
+    assert rc.dbsize() == len(keys)
+    for start in range(0, len(keys), 5000):
+        chunk = keys[start:start + 5000]
+        assert rc.mget(chunk) == pc.mget(chunk)
+
+
+@pytest.mark.cairn_only
+def test_a_feeder_lagging_behind_the_change_stream_resyncs_replicas_in_full(server_factory):
+    """changes-backlog-size bounds the store's change backlog the feeder reads: a record lost
+    to it means the stream has a hole, so the replication id changes and replicas resync."""
+    p, pc, rep, rc = pair(server_factory)
+    pc.set("a", "1")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    replid, full = info(pc)["master_replid"], info(pc, "stats")["sync_full"]
+    pc.config_set("changes-backlog-size", "1kb")  # a few bytes per shard: every record is lost
+    pc.set("b", "2")
+    wait_for(lambda: info(pc)["master_replid"] != replid, what="a new replication id")
+    pc.config_set("changes-backlog-size", "16mb")
+    wait_for(lambda: info(pc, "stats")["sync_full"] > full and info(pc)["connected_slaves"] == 1
+             and info(pc)["slave0"]["state"] == "online", what="the full resync")
+    pc.set("c", "3")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.mget("a", "b", "c") == [b"1", b"2", b"3"]
+    assert info(rc)["master_replid"] == info(pc)["master_replid"]

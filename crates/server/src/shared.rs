@@ -100,6 +100,7 @@ impl Shared {
         let settings = Settings::new(&config, store.clone());
         let replication = crate::replication::Replication::new(
             store.clone(),
+            sql.clone(),
             persistence.clone(),
             settings.repl.clone(),
         );

@@ -296,6 +296,12 @@ enum Rule {
 /// Readers may answer from the head cached at the current data epoch; the writer, which
 /// changes data between its own statements, always reads.
 pub(crate) fn due(shared: &Shared, conn: &Conn, t: &TableRules, basis: u64, cached: bool) -> bool {
+    if shared
+        .expiry_paused
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return false;
+    }
     // The epoch is read before the data, so a cached head is never older than its epoch.
     let epoch = shared.data_epoch();
     let h = match cached.then(|| t.cached_head(epoch)).flatten() {
@@ -329,6 +335,12 @@ pub(crate) fn expire(
     basis: Option<u64>,
     full: bool,
 ) -> Result<bool, SqlError> {
+    if shared
+        .expiry_paused
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Ok(false);
+    }
     let _deadline = Deadline::arm(shared.config.timeout);
     loop {
         let basis = basis.unwrap_or_else(|| t.ops());

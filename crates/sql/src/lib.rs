@@ -206,6 +206,14 @@ impl SqlEngine {
         let _ = self.shared.changes.set(sink);
     }
 
+    /// Pauses (or resumes) the tables' expiry rules: a replica's rows go only when its
+    /// primary's deletions arrive, as its keys do.
+    pub fn set_expiry_paused(&self, paused: bool) {
+        self.shared
+            .expiry_paused
+            .store(paused, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Blocking convenience over [`submit`](Self::submit) (tests, tools).
     pub fn run(&self, request: Request) -> Result<Reply, SqlError> {
         let (tx, rx) = mpsc::sync_channel(1);

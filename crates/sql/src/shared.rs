@@ -155,6 +155,9 @@ pub(crate) struct Shared {
     /// a sink wants it: the server's sink numbers every change in the store's SQL log, so this is
     /// that log's sequence number (a snapshot's position). Written by the writer thread only.
     change_seq: AtomicU64,
+    /// A replica's tables: rows are removed only by the primary's statements, never by the
+    /// expiry rules here (`SqlEngine::set_expiry_paused`).
+    pub expiry_paused: std::sync::atomic::AtomicBool,
     pub readers: Queue<Job>,
     pub writer: Queue<Job>,
     /// Told of every change the writer makes (`crate::changes`), once set.
@@ -181,6 +184,7 @@ impl Shared {
             schema_epoch: AtomicU64::new(0),
             data_epoch: AtomicU64::new(0),
             change_seq: AtomicU64::new(0),
+            expiry_paused: std::sync::atomic::AtomicBool::new(false),
             readers: Queue::new(),
             writer: Queue::new(),
             changes: std::sync::OnceLock::new(),

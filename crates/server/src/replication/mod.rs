@@ -72,6 +72,7 @@ struct Waiter {
 /// The server's replication state (one per server, in `Shared`).
 pub struct Replication {
     store: Arc<store::Store>,
+    sql: Option<Arc<sql::SqlEngine>>,
     persistence: Arc<crate::snapshot::Persistence>,
     pub config: Arc<RwLock<ReplConfig>>,
     /// Bumped at every role change: threads of the old role (feeder, link, senders) stop.
@@ -123,12 +124,14 @@ pub fn random_id() -> String {
 impl Replication {
     pub fn new(
         store: Arc<store::Store>,
+        sql: Option<Arc<sql::SqlEngine>>,
         persistence: Arc<crate::snapshot::Persistence>,
         config: Arc<RwLock<ReplConfig>>,
     ) -> Arc<Replication> {
         let size = config.read().repl_backlog_size.max(1) as usize;
         Arc::new(Replication {
             store,
+            sql,
             persistence,
             config,
             generation: AtomicU64::new(0),
@@ -204,6 +207,9 @@ impl Replication {
             self.config.write().replicaof = Some((host.clone(), port));
             self.replica.store(true, Relaxed);
             self.store.set_replica_mode(true);
+            if let Some(sql) = &self.sql {
+                sql.set_expiry_paused(true);
+            }
             self.generation.fetch_add(1, Relaxed) + 1
         };
         self.link_up.store(false, Relaxed);
@@ -229,6 +235,9 @@ impl Replication {
             self.generation.fetch_add(1, Relaxed);
             self.replica.store(false, Relaxed);
             self.store.set_replica_mode(false);
+            if let Some(sql) = &self.sql {
+                sql.set_expiry_paused(false);
+            }
             let offset = self.offset();
             let mut ids = self.ids.lock();
             ids.replid2 = std::mem::replace(&mut ids.replid, random_id());
@@ -418,6 +427,12 @@ impl Replication {
             field("master_sync_in_progress", &(syncing as u8));
             field("slave_read_repl_offset", &offset);
             field("slave_repl_offset", &offset);
+            if !up {
+                // Since the last byte from the primary (-1: never linked), as Redis shows it.
+                let last = self.last_io_ms.load(Relaxed);
+                let down = if last == 0 { -1 } else { io as i64 };
+                field("master_link_down_since_seconds", &down);
+            }
             field("slave_priority", &self.config.read().replica_priority);
             field(
                 "slave_read_only",
