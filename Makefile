@@ -10,6 +10,7 @@
 #                make test runs them for 5 s each (CAIRN_FUZZ_SECS)
 #   make bench   the benchmark suite against Redis and memcached (bench/README.md): results,
 #                tables and plots in bench/results/;  make bench-quick: < 3 minutes, bench/results/quick/
+#   make bench-replication  replication lag, CPU per SET with replicas, full sync (bench/replication.py)
 #   make study-thesis  the thesis study (studies/thesis, docs/studies/thesis.md): ~1 hour;
 #                make study-thesis-quick: the same rig with short runs (< 5 minutes, also in make test)
 #   make man     the man page, generated from --help (clap_mangen): target/man/cairn-server.1
@@ -119,6 +120,13 @@ bench: bench-setup build
 
 bench-quick: bench-setup build
 	timeout -k 30 600 $(PYTHON) bench/run.py --quick $(BENCH_ARGS)
+
+# Replication (issue 14): lag, primary CPU per SET with 0/1/2 replicas, full sync of 10M keys,
+# cairn against redis-server -> bench/results/replication.md (REPL_BENCH_ARGS="--keys 1000000").
+REPL_BENCH_ARGS ?=
+.PHONY: bench-replication
+bench-replication: bench-setup build
+	timeout -k 30 3600 $(PYTHON) bench/replication.py $(REPL_BENCH_ARGS)
 
 # --- studies (docs/studies/) ---------------------------------------------------------------
 # STUDY_ARGS passes options to studies/thesis/run.py, e.g. STUDY_ARGS="--fresh --repeats 5".

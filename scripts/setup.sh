@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs, only where it is missing (idempotent):
 #   - Debian packages: redis-server redis-tools memcached libmemcached-tools netcat-openbsd
+#     redis-sentinel (tests/test_sentinel.py)
 #   - php-cli php-redis (phpredis, for tests/php) when php or its redis extension is missing
 #   - php-symfony-cache php-laravel-framework php-psr-simple-cache (tests/test_frameworks_php.py,
 #     tests/test_php_drivers.py: clients/php) when missing
@@ -40,6 +41,7 @@ apt_install() {
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-sentinel >/dev/null 2>&1 || need+=(redis-sentinel)
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
 if ! command -v memccapable >/dev/null 2>&1 && ! command -v memcapable >/dev/null 2>&1; then
     need+=(libmemcached-tools)
@@ -49,7 +51,7 @@ if [ "${#need[@]}" -gt 0 ]; then
     apt_install "${need[@]}"
     # The Debian packages start system services; the tests start their own
     # instances on free ports, so the system ones are not needed.
-    for svc in redis-server memcached; do
+    for svc in redis-server redis-sentinel memcached; do
         if command -v systemctl >/dev/null 2>&1; then
             $SUDO systemctl stop "$svc" >/dev/null 2>&1 || true
         fi

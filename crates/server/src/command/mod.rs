@@ -127,6 +127,10 @@ pub struct Conn {
     pub monitor: bool,
     /// EXEC is running the queue: blocking commands do not block (as in Redis).
     pub in_exec: bool,
+    /// A REPLICAOF queued in MULTI (Redis Sentinel's failover sends `MULTI, SLAVEOF, CONFIG
+    /// REWRITE, CLIENT KILL, EXEC`): the role changes once EXEC has released the keyspace it
+    /// holds, since a promotion takes every shard's lock itself.
+    pub role_after_exec: Option<replication_cmd::RoleChange>,
 }
 
 impl Conn {
@@ -150,6 +154,7 @@ impl Conn {
             published_command: "",
             monitor: false,
             in_exec: false,
+            role_after_exec: None,
         }
     }
 

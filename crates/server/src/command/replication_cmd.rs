@@ -7,15 +7,44 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::Ctx;
 
+/// What a REPLICAOF asks for: become a primary, or follow `host:port`.
+#[derive(Debug)]
+pub enum RoleChange {
+    Primary,
+    ReplicaOf(String, u16),
+}
+
+/// Applies a REPLICAOF: at once, or after EXEC for one queued in MULTI (`Conn::role_after_exec`).
+pub fn change_role(shared: &crate::shared::Shared, change: RoleChange) {
+    let repl = &shared.replication;
+    match change {
+        RoleChange::Primary => {
+            if repl.is_replica() {
+                repl.promote();
+                tracing::info!("MASTER MODE enabled (user request)");
+            }
+        }
+        RoleChange::ReplicaOf(host, port) => {
+            tracing::info!("REPLICAOF {host}:{port} enabled (user request)");
+            repl.replicaof(host, port);
+        }
+    }
+}
+
+fn change_role_now_or_after_exec(ctx: &mut Ctx<'_, '_>, change: RoleChange) {
+    if ctx.conn.in_exec {
+        ctx.conn.role_after_exec = Some(change);
+    } else {
+        change_role(ctx.shared, change);
+    }
+}
+
 /// REPLICAOF host port | REPLICAOF NO ONE (SLAVEOF is the same command).
 pub fn replicaof(ctx: &mut Ctx<'_, '_>) {
     let (host, port) = (ctx.arg(1), ctx.arg(2));
     let repl = &ctx.shared.replication;
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
-        if repl.is_replica() {
-            repl.promote();
-            tracing::info!("MASTER MODE enabled (user request)");
-        }
+        change_role_now_or_after_exec(ctx, RoleChange::Primary);
         return ctx.ok();
     }
     let Some(port) = std::str::from_utf8(port)
@@ -32,8 +61,7 @@ pub fn replicaof(ctx: &mut Ctx<'_, '_>) {
     {
         return ctx.simple(b"OK Already connected to specified master");
     }
-    tracing::info!("REPLICAOF {host}:{port} enabled (user request)");
-    repl.replicaof(host, port);
+    change_role_now_or_after_exec(ctx, RoleChange::ReplicaOf(host, port));
     ctx.ok()
 }
 

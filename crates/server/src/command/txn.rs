@@ -70,6 +70,10 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
         run_queued(ctx, queued, &mut locked);
     }
     ctx.conn.in_exec = false;
+    drop(locked);
+    if let Some(change) = ctx.conn.role_after_exec.take() {
+        super::replication_cmd::change_role(ctx.shared, change);
+    }
 }
 
 /// Runs one queued command through the same `call` as a command sent alone (tracking of its

@@ -164,6 +164,8 @@ pub struct ReplConfig {
     pub repl_ping_replica_period: u64,
     /// Seconds.
     pub repl_timeout: u64,
+    /// INFO's `slave_priority`: Redis Sentinel promotes the lowest non-zero one, never 0.
+    pub replica_priority: u64,
 }
 
 /// The snapshot settings.

@@ -1050,4 +1050,21 @@ pub static SETTINGS: &[Setting] = &[
         |s, c| c.repl.repl_timeout = s.repl.read().repl_timeout,
         |s, c| s.repl.write().repl_timeout = c.repl.repl_timeout,
     ),
+    mutable(
+        fixed(
+            "replica-priority",
+            "N",
+            "A replica's priority for Redis Sentinel (INFO slave_priority): the lowest non-zero \
+             one is promoted first; 0: never promoted.",
+            DefaultValue::Text("100"),
+            Kind::Int,
+            |c, v| {
+                c.repl.replica_priority = parse_int_in(v, 0, i64::MAX)? as u64;
+                Ok(())
+            },
+            |c| c.repl.replica_priority.to_string(),
+        ),
+        |s, c| c.repl.replica_priority = s.repl.read().replica_priority,
+        |s, c| s.repl.write().replica_priority = c.repl.replica_priority,
+    ),
 ];

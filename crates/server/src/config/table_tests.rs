@@ -67,6 +67,7 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("repl-backlog-size", "2mb", "2097152"),
     ("repl-ping-replica-period", "3", "3"),
     ("repl-timeout", "30", "30"),
+    ("replica-priority", "0", "0"),
 ];
 
 fn sample(name: &str) -> (&'static str, &'static str) {

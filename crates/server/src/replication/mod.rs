@@ -433,7 +433,7 @@ impl Replication {
                 let down = if last == 0 { -1 } else { io as i64 };
                 field("master_link_down_since_seconds", &down);
             }
-            field("slave_priority", &100);
+            field("slave_priority", &self.config.read().replica_priority);
             field(
                 "slave_read_only",
                 &(self.config.read().replica_read_only as u8),

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""Replication benchmark (issue 14 "Performance"), cairn against redis-server in the same run.
+
+    .venv/bin/python bench/replication.py [--keys 10000000] [--rate 50000] [--quick]
+
+For each server (cairn, then redis-server with the same topology) it starts a primary and two
+replicas on free ports and measures:
+
+1. **Replication lag** at a fixed write rate: `cairn-bench --rate R` sends SETs (open loop) to the
+   primary while a probe writes a fresh value to a probe key every 5 ms and polls both replicas
+   until they return it; the lag is the time from sending the probe's SET to the value being
+   readable on a replica (it includes one round trip to the primary and the polling, the same
+   for both servers). p50 / p99 over all probes and both replicas, with the rate the load
+   generator actually reached.
+2. **Primary CPU per SET with 0, 1, 2 replicas**: a pipelined raw client sends `--sets` SETs; the
+   figure is the primary's own CPU time (its threads' run time, `cpu_ab.cpu_ns`) per SET. The
+   replicas are attached one by one (REPLICAOF) between the measurements.
+3. **Full sync of N keys**: the primary is filled with N keys (`cairn-bench --load`, 32-byte
+   values), a fresh replica is pointed at it, and the time until its link is up and it holds N
+   keys is measured, while a probe times GET/SET round trips on the primary (p50 / p99 during
+   the sync, and before it as the baseline). Redis runs with `repl-diskless-sync-delay 0` so it
+   does not wait 5 s before starting.
+
+The page bench/results/replication.md (or replication-quick.md with --quick) names the commit and
+the machine. This machine has 2 cores shared by the servers and the load generator: the rate
+is what it sustains, and the ratios matter more than the absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as B  # noqa: E402
+from cpu_ab import cpu_ns  # noqa: E402
+
+HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def command(*args):
+    out = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    """A minimal blocking RESP client (one request at a time; replies as raw lines)."""
+
+    def __init__(self, port, timeout=60):
+        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise ConnectionError("closed")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _reply(self):
+        line = self._line()
+        if line[:1] == b"$":
+            n = int(line[1:])
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                data = self.sock.recv(1 << 16)
+                if not data:
+                    raise ConnectionError("closed")
+                self.buf += data
+            val, self.buf = self.buf[:n], self.buf[n + 2:]
+            return val
+        if line[:1] == b"*":
+            return [self._reply() for _ in range(int(line[1:]))]
+        if line[:1] == b"-":
+            raise RuntimeError(line.decode())
+        return line[1:]
+
+    def call(self, *args):
+        self.sock.sendall(command(*args))
+        return self._reply()
+
+    def pipeline(self, payload, replies):
+        """Sends a batch and skims `replies` one-line replies."""
+        self.sock.sendall(payload)
+        got = self.buf.count(b"\r\n")
+        while got < replies:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("closed")
+            self.buf += data
+            got = self.buf.count(b"\r\n")
+        self.buf = b""
+
+    def info(self, section="replication"):
+        text = self.call("INFO", section).decode()
+        return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+    def close(self):
+        self.sock.close()
+
+
+class Server:
+    def __init__(self, kind, cairn):
+        self.kind = kind
+        self.port = B.free_port()
+        self.dir = tempfile.mkdtemp(prefix=f"repl-bench-{kind}-")
+        if kind == "redis":
+            argv = ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
+                    "--appendonly", "no", "--dir", self.dir, "--repl-diskless-sync-delay", "0",
+                    "--repl-backlog-size", "64mb", "--client-output-buffer-limit", "replica 0 0 0"]
+        else:
+            argv = [cairn, "--port", str(self.port), "--bind", HOST, "--memcache-port", "0",
+                    "--dir", self.dir, "--repl-backlog-size", "64mb"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     cwd=self.dir, preexec_fn=B._die_with_parent)
+        for _ in range(500):
+            try:
+                self.conn = Conn(self.port)
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"{kind} did not start")
+
+    def replicaof(self, primary):
+        self.conn.call("REPLICAOF", HOST, primary.port)
+
+    def link_up(self):
+        i = self.conn.info()
+        return i.get("master_link_status") == "up" and i.get("master_sync_in_progress") == "0"
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
+
+
+def loadgen(args, duration_s):
+    return subprocess.Popen([str(ROOT / "target/release/cairn-bench"), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            preexec_fn=B._die_with_parent)
+
+
+def measure_lag(primary, replicas, rate, seconds):
+    gen = loadgen(["-p", primary.port, "--rate", rate, "-c", 8, "-d", seconds, "--warmup", 1,
+                   "--read-ratio", 0, "--keys", 100000, "--value-size", 32], seconds)
+    pc = Conn(primary.port)
+    rcs = [Conn(r.port) for r in replicas]
+    lags = []
+    time.sleep(1.0)  # the load generator's warmup
+    end = time.monotonic() + seconds - 0.5
+    i = 0
+    while time.monotonic() < end:
+        i += 1
+        val = str(i).encode()
+        t0 = time.perf_counter()
+        pc.call("SET", "lag:probe", val)
+        for rc in rcs:
+            while rc.call("GET", "lag:probe") != val:
+                pass
+            lags.append((time.perf_counter() - t0) * 1e6)
+        time.sleep(0.005)
+    out = json.loads(gen.communicate(timeout=seconds + 30)[0])
+    for c in [pc, *rcs]:
+        c.close()
+    return {"p50_us": pct(lags, 50), "p99_us": pct(lags, 99), "probes": len(lags),
+            "rate": out["throughput"], "set_p99_us": out["latency_us"]["p99"]}
+
+
+def cpu_per_set(primary, sets, pipeline=100):
+    c = Conn(primary.port)
+    batches = [b"".join(command("SET", f"cpu:{(b * pipeline + j) % 100000}", "x" * 32)
+                        for j in range(pipeline)) for b in range(10)]
+    c.pipeline(batches[0], pipeline)  # warm
+    c0 = cpu_ns(primary.proc.pid)
+    sent = 0
+    b = 0
+    while sent < sets:
+        c.pipeline(batches[b % len(batches)], pipeline)
+        sent += pipeline
+        b += 1
+    used = cpu_ns(primary.proc.pid) - c0
+    c.close()
+    return used / 1e3 / sent
+
+
+def full_sync(primary, fresh, keys):
+    subprocess.run([str(ROOT / "target/release/cairn-bench"), "-p", str(primary.port), "--load",
+                    "--keys", str(keys), "--value-size", "32", "-c", "4", "-P", "64"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert int(primary.conn.call("DBSIZE")) >= keys
+    probe = Conn(primary.port)
+
+    def sample(stop, out):
+        i = 0
+        while not stop.is_set():
+            i += 1
+            t0 = time.perf_counter()
+            probe.call("SET", "sync:probe", i) if i % 2 else probe.call("GET", f"key:{i % keys:012}")
+            out.append((time.perf_counter() - t0) * 1e6)
+            time.sleep(0.001)
+
+    base = []
+    stop = threading.Event()
+    t = threading.Thread(target=sample, args=(stop, base))
+    t.start()
+    time.sleep(1.0)
+    stop.set()
+    t.join()
+    during = []
+    stop = threading.Event()
+    t = threading.Thread(target=sample, args=(stop, during))
+    t0 = time.monotonic()
+    t.start()
+    fresh.replicaof(primary)
+    try:
+        wait(lambda: fresh.link_up() and int(fresh.conn.call("DBSIZE")) >= keys, 1800, "the full sync")
+    finally:
+        stop.set()
+        t.join()
+    took = time.monotonic() - t0
+    probe.close()
+    return {"seconds": took, "base_p50_us": pct(base, 50), "base_p99_us": pct(base, 99),
+            "p50_us": pct(during, 50), "p99_us": pct(during, 99), "samples": len(during)}
+
+
+def run_kind(kind, opts):
+    log = lambda m: print(f"[{kind}] {m}", flush=True)  # noqa: E731
+    res = {}
+    primary = Server(kind, opts.cairn)
+    replicas = [Server(kind, opts.cairn) for _ in range(2)]
+    try:
+        # CPU per SET with 0, 1, 2 replicas.
+        res["cpu_us"] = {}
+        for n in range(3):
+            if n:
+                replicas[n - 1].replicaof(primary)
+                wait(replicas[n - 1].link_up, 60, "a replica's link")
+            res["cpu_us"][n] = statistics.median(cpu_per_set(primary, opts.sets) for _ in range(opts.rounds))
+            log(f"CPU per SET with {n} replicas: {res['cpu_us'][n]:.3f} µs")
+        res["lag"] = measure_lag(primary, replicas, opts.rate, opts.seconds)
+        log(f"lag {res['lag']}")
+    finally:
+        for s in replicas:
+            s.stop()
+    fresh = Server(kind, opts.cairn)
+    try:
+        primary.conn.call("FLUSHALL")
+        res["sync"] = full_sync(primary, fresh, opts.keys)
+        log(f"full sync of {opts.keys} keys: {res['sync']}")
+    finally:
+        fresh.stop()
+        primary.stop()
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cairn", default=str(ROOT / "target/release/cairn-server"))
+    ap.add_argument("--keys", type=int, default=10_000_000, help="keys for the full sync")
+    ap.add_argument("--rate", type=int, default=50_000, help="SETs per second during the lag probe")
+    ap.add_argument("--seconds", type=int, default=10, help="length of the lag run")
+    ap.add_argument("--sets", type=int, default=300_000, help="SETs per CPU measurement")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: a check of the rig")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
+                    help="folder for the result page and JSON")
+    opts = ap.parse_args()
+    if opts.quick:
+        opts.keys, opts.rate, opts.seconds, opts.sets, opts.rounds = 20_000, 5_000, 2, 20_000, 1
+    results = {kind: run_kind(kind, opts) for kind in ("cairn", "redis")}
+    c, r = results["cairn"], results["redis"]
+    ratio = lambda a, b: f"{a / b:.2f}" if b else "n/a"  # noqa: E731
+    machine = B.machine_info()
+    machine["cairn_binary"] = B.binary_info(opts.cairn)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    rows_cpu = [[f"{n} replicas", f"{c['cpu_us'][n]:.3f}", f"{r['cpu_us'][n]:.3f}",
+                 ratio(c['cpu_us'][n], r['cpu_us'][n]), ratio(c['cpu_us'][n], c['cpu_us'][0]),
+                 ratio(r['cpu_us'][n], r['cpu_us'][0])] for n in range(3)]
+    rows_lag = [[k, f"{c['lag'][k]:.0f}", f"{r['lag'][k]:.0f}", ratio(c['lag'][k], r['lag'][k])]
+                for k in ("rate", "p50_us", "p99_us", "set_p99_us")]
+    rows_sync = [[k, f"{c['sync'][k]:.1f}" if k == "seconds" else f"{c['sync'][k]:.0f}",
+                  f"{r['sync'][k]:.1f}" if k == "seconds" else f"{r['sync'][k]:.0f}",
+                  ratio(c['sync'][k], r['sync'][k])]
+                 for k in ("seconds", "base_p50_us", "base_p99_us", "p50_us", "p99_us")]
+    page = (
+        f"# Replication (issue 14)\n\n"
+        f"`bench/replication.py --keys {opts.keys} --rate {opts.rate} --seconds {opts.seconds} "
+        f"--sets {opts.sets} --rounds {opts.rounds}` at commit `{commit}` on {B.machine_line(machine)}. "
+        f"Each server runs a primary and two replicas of its own kind on loopback, cairn with its "
+        f"default threads, redis-server 7 with `repl-diskless-sync-delay 0`. The machine has few "
+        f"cores shared by three servers, the load generator and the probes: compare the ratios.\n\n"
+        f"## Primary CPU per SET\n\nPipelined SETs (32-byte values, 100 per batch); the primary's "
+        f"own CPU time per SET in µs, median of {opts.rounds} rounds.\n\n"
+        + B.md_table(["replicas", "cairn µs", "redis µs", "cairn / redis", "cairn vs 0 replicas",
+                      "redis vs 0 replicas"], rows_cpu)
+        + f"\n\n## Replication lag at {opts.rate} SETs/s with 2 replicas\n\n"
+        f"Open-loop SETs from `cairn-bench --rate {opts.rate}` (`rate`: what it reached); a probe "
+        f"SET every 5 ms on the primary, polled on both replicas: µs from sending the SET to the "
+        f"value being readable on a replica (includes a round trip). `set_p99_us`: the load's own "
+        f"SET p99 on the primary.\n\n"
+        + B.md_table(["", "cairn", "redis", "cairn / redis"], rows_lag)
+        + f"\n\n## Full sync of {opts.keys} keys\n\nSeconds from REPLICAOF on a fresh replica until "
+        f"its link is up and it holds every key; GET/SET round trips (µs) on the primary "
+        f"before (`base_`) and during the sync.\n\n"
+        + B.md_table(["", "cairn", "redis", "cairn / redis"], rows_sync)
+        + "\n"
+    )
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "replication-quick" if opts.quick else "replication"
+    (out / f"{name}.md").write_text(page)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    print(page)
+
+
+if __name__ == "__main__":
+    main()
