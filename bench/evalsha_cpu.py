@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
+from kit import encode_command as command  # noqa: E402  (RESP request bytes)
 
 free_port = B.free_port
 
@@ -33,12 +34,6 @@ SCRIPT = ('if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",
 
 
 
-def command(*args):
-    out = [f"*{len(args)}\r\n".encode()]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def start(kind, binary, port):

@@ -44,17 +44,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
+from kit import encode_command as command  # noqa: E402  (RESP request bytes)
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def command(*args):
-    out = [f"*{len(args)}\r\n".encode()]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 class Conn:

@@ -20,7 +20,8 @@ import time
 import pytest
 import redis
 
-from conftest import HOST, ROOT, TARGET, Server, wait_until
+from conftest import HOST, ROOT, TARGET, wait_until
+from client_fixtures import plain, srv  # noqa: F401  (fixtures)
 
 cairn = pytest.importorskip("cairn", reason="the cairn client is not installed (scripts/setup.sh installs it)")
 from cairn import DEFAULT, Tag, where  # noqa: E402
@@ -31,22 +32,6 @@ if TARGET == "memcached":
     pytest.skip("client tests need a RESP endpoint", allow_module_level=True)
 
 HEALTH = 0.2  # fast health checks, so that silent losses are noticed quickly in tests
-
-
-@pytest.fixture(scope="module")
-def srv():
-    s = Server([], name="client-tests")
-    s.start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def plain(srv):
-    r = redis.Redis(host=HOST, port=srv.port, socket_timeout=10)
-    r.flushall()
-    yield r
-    r.close()
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ import time
 import pytest
 import redis
 
-from conftest import HOST, ROOT, TARGET, Server, wait_until
+from conftest import HOST, ROOT, TARGET, wait_until
+from client_fixtures import plain, srv  # noqa: F401  (fixtures)
 
 # This checkout's client, whatever the venv has installed.
 sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
@@ -29,22 +30,6 @@ if TARGET == "memcached":
     pytest.skip("the cairn client speaks RESP", allow_module_level=True)
 
 cairn_only = pytest.mark.cairn_only
-
-
-@pytest.fixture(scope="module")
-def srv():
-    s = Server([], name="client-web")
-    s.start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def plain(srv):
-    r = redis.Redis(host=HOST, port=srv.port, socket_timeout=10)
-    r.flushall()
-    yield r
-    r.close()
 
 
 @pytest.fixture

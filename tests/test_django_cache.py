@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from conftest import HOST, ROOT, TARGET, Server, wait_until
+from conftest import HOST, ROOT, TARGET, wait_until
+from client_fixtures import plain, srv  # noqa: F401  (fixtures)
 
 sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
 django = pytest.importorskip("django", reason="Django is not installed (scripts/setup.sh installs it)")
@@ -37,22 +38,6 @@ from cairn import where  # noqa: E402
 from cairn.django import CairnCache  # noqa: E402
 
 DJANGO_TESTS = Path(os.environ.get("CAIRN_DJANGO_TESTS", ROOT / ".venv" / "django-tests"))
-
-
-@pytest.fixture(scope="module")
-def srv():
-    s = Server([], name="django")
-    s.start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def plain(srv):
-    r = redis.Redis(host=HOST, port=srv.port, socket_timeout=10)
-    r.flushall()
-    yield r
-    r.close()
 
 
 def backend(srv, **options):

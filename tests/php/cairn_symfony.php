@@ -14,19 +14,10 @@ require_once __DIR__ . '/../../clients/php/autoload.php';
 
 use Cairn\Cache\Symfony\CairnTagAwareAdapter;
 use Cairn\Cache\TagRegistry;
-use Psr\Log\AbstractLogger;
 use Symfony\Component\Cache\Psr16Cache;
 use Symfony\Contracts\Cache\ItemInterface;
 
-class Collect extends AbstractLogger {
-    public array $lines = [];
-    public function log($level, $message, array $context = []): void {
-        $this->lines[] = "$level: " . strtr($message, array_map(
-            fn($v) => is_scalar($v) ? (string)$v : get_debug_type($v),
-            array_combine(array_map(fn($k) => '{' . $k . '}', array_keys($context)), $context)
-        ));
-    }
-}
+require_once __DIR__ . '/collect_logger.php';
 
 $port = (int)($argv[1] ?? 0);
 $redis = new Redis();

@@ -8,19 +8,10 @@
 
 require_once 'Symfony/Component/Cache/autoload.php';
 
-use Psr\Log\AbstractLogger;
 use Symfony\Component\Cache\Adapter\RedisAdapter;
 use Symfony\Component\Cache\Adapter\RedisTagAwareAdapter;
 
-class Collect extends AbstractLogger {
-    public array $lines = [];
-    public function log($level, $message, array $context = []): void {
-        $this->lines[] = "$level: " . strtr($message, array_map(
-            fn($v) => is_scalar($v) ? (string)$v : get_debug_type($v),
-            array_combine(array_map(fn($k) => '{' . $k . '}', array_keys($context)), $context)
-        ));
-    }
-}
+require_once __DIR__ . '/collect_logger.php';
 
 $port = (int)($argv[1] ?? 0);
 $redis = new Redis();

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from cairn._core import Cmd, Fetch, Pipe, Sleep, WriteIf
+from cairn._core import Cmd, Fetch, Pipe, Sleep, WriteIf, run_flow
 
 
 class FakeClock:
@@ -88,18 +88,7 @@ class FakeServer:
 
     def drive(self, flow: Any, fetch: Any = None) -> Any:
         """Runs a CacheCore flow to completion, as the sync client does."""
-        value: Any = None
-        error: Optional[BaseException] = None
-        while True:
-            try:
-                effect = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            try:
-                value = self._perform(effect, fetch)
-            except BaseException as e:
-                error = e
+        return run_flow(flow, lambda effect: self._perform(effect, fetch))
 
     def _perform(self, effect: Any, fetch: Any) -> Any:
         if isinstance(effect, Cmd):

@@ -117,18 +117,7 @@ fn zpop_some(
             let Collection::ZSet(z) = c else {
                 return (None, false);
             };
-            let picked: Vec<(Vec<u8>, f64)> = if max {
-                z.iter()
-                    .rev()
-                    .take(count)
-                    .map(|(m, s)| (m.to_vec(), s))
-                    .collect()
-            } else {
-                z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
-            };
-            picked.iter().for_each(|(m, _)| {
-                z.remove(m);
-            });
+            let picked = z.pop_ends(max, count);
             let changed = !picked.is_empty();
             (changed.then_some(picked), changed)
         })?

@@ -154,6 +154,26 @@ impl ZSet {
         self.heap -= 2 * element_cost(member.len());
         Some(score)
     }
+    /// Removes up to `count` members from the highest scores down (`max`) or the lowest up;
+    /// returns them with their scores in that order (ZPOPMIN/MAX, BZPOP*, ZMPOP).
+    pub fn pop_ends(&mut self, max: bool, count: usize) -> Vec<(Vec<u8>, f64)> {
+        let picked: Vec<(Vec<u8>, f64)> = if max {
+            self.iter()
+                .rev()
+                .take(count)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect()
+        } else {
+            self.iter()
+                .take(count)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect()
+        };
+        for (m, _) in &picked {
+            self.remove(m);
+        }
+        picked
+    }
     /// Members in order (lowest score first), with their scores.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> {
         self.order.iter().map(|(s, m)| (&**m, s.0))

@@ -21,6 +21,7 @@ from .serializers import Serializer
 from .tags import QueryLike, TagLike, parse_get_page, parse_keys_page, tag_args, to_query
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 __all__ = ["DEFAULT", "TTLArg", "CacheCore", "Cmd", "Pipe", "WriteIf", "Fetch", "Sleep", "FETCH"]
 
@@ -111,6 +112,24 @@ def _now_ms() -> int:
 
 
 LEASE_ROOT = b"__lease__:"
+
+
+def run_flow(flow: Generator[Any, Any, R], perform: Callable[[Any], Any]) -> R:
+    """Runs a sans-I/O flow to completion with blocking calls: each effect it yields is
+    `perform`ed and the result (or the exception, which the flow cleans up after and
+    re-raises) is sent back in."""
+    value: Any = None
+    error: Optional[BaseException] = None
+    while True:
+        try:
+            effect = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            value = perform(effect)
+        except BaseException as e:
+            error = e
 
 
 class CacheCore(Generic[T]):

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - Python < 3.8
     from typing_extensions import Literal  # type: ignore
 
 from . import commands as cmd
-from ._core import DEFAULT, CacheCore, Cmd, Fetch, Pipe, Sleep, TTLArg, WriteIf
+from ._core import DEFAULT, CacheCore, Cmd, Fetch, Pipe, Sleep, TTLArg, WriteIf, run_flow
 from .commands import TTL, Call
 from .near import MISS, NearCache, peer_group
 from .resilience import ON_ERROR, TRANSPORT_ERRORS, CacheUnavailable, CircuitBreaker
@@ -170,18 +170,7 @@ class Client:
 
     def _drive(self, flow: Generator[Any, Any, R], fetch: Optional[Callable[[], Any]] = None) -> R:
         """Runs a sans-I/O flow with blocking calls."""
-        value: Any = None
-        error: Optional[BaseException] = None
-        while True:
-            try:
-                effect = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            try:
-                value = self._perform(effect, fetch)
-            except BaseException as e:  # handed to the flow, which cleans up and re-raises
-                error = e
+        return run_flow(flow, lambda effect: self._perform(effect, fetch))
 
     def _perform(self, effect: Any, fetch: Optional[Callable[[], Any]]) -> Any:
         kind = type(effect)

@@ -265,18 +265,7 @@ fn pop(ctx: &mut Ctx<'_, '_>, max: bool) {
     let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::ZSet, false, |c| {
         let z = as_zset_mut(c);
         let n = count.unwrap_or(1).min(z.len());
-        let picked: Vec<(Vec<u8>, f64)> = if max {
-            z.iter()
-                .rev()
-                .take(n)
-                .map(|(m, s)| (m.to_vec(), s))
-                .collect()
-        } else {
-            z.iter().take(n).map(|(m, s)| (m.to_vec(), s)).collect()
-        };
-        picked.iter().for_each(|(m, _)| {
-            z.remove(m);
-        });
+        let picked = z.pop_ends(max, n);
         let changed = !picked.is_empty();
         (picked, changed)
     });
@@ -297,18 +286,7 @@ pub fn zpop_from(
 ) -> Result<Option<Scored>, Fail> {
     coll::write(db, key, Kind::ZSet, false, |c| {
         let z = as_zset_mut(c);
-        let picked: Vec<(Vec<u8>, f64)> = if max {
-            z.iter()
-                .rev()
-                .take(count)
-                .map(|(m, s)| (m.to_vec(), s))
-                .collect()
-        } else {
-            z.iter().take(count).map(|(m, s)| (m.to_vec(), s)).collect()
-        };
-        picked.iter().for_each(|(m, _)| {
-            z.remove(m);
-        });
+        let picked = z.pop_ends(max, count);
         let changed = !picked.is_empty();
         (picked, changed)
     })
