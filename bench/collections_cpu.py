@@ -9,12 +9,13 @@ sorted set, and drives each command with redis-benchmark (-c 8 -P 16, 1000 rando
 figure is the server's own CPU time (/proc/<pid>/task/*/schedstat) per request, median of 3.
 The table is printed and written to bench/results/collections_cpu.md, which names the commit.
 """
-import os, subprocess, sys, time, statistics
+import subprocess, sys, statistics
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
+from kit import ServerProcess  # noqa: E402  (the launcher, tests/kit.py)
 
 CAIRN = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
@@ -28,28 +29,28 @@ CASES = [
 ]
 
 
-def start(kind, port):
-    if kind == "cairn":
-        p = subprocess.Popen([CAIRN, "--port", str(port), "--memcache-port", "0", "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    else:
-        p = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    cli = ["redis-cli", "-p", str(port)]
+def start(kind):
+    """The server (the kit's launcher, tests/kit.py) with the small set and the big sorted set."""
+    args = ["--memcache-port", "0", "--threads", "1"] if kind == "cairn" else []
+    srv = ServerProcess(args, kind=kind, binary=CAIRN, memcache_port=None, name=f"collections-{kind}",
+                        keep_dir=False).start()
+    cli = ["redis-cli", "-p", str(srv.port)]
     subprocess.run(cli + ["SADD", "small"] + [f"m{i}" for i in range(10)], stdout=subprocess.DEVNULL)
     args = []
     for i in range(1000): args += [str(i), f"m{i}"]
     subprocess.run(cli + ["ZADD", "big"] + args, stdout=subprocess.DEVNULL)
-    return p
+    return srv
 
 results = {}
 for rnd in range(3):
-    for kind, port in (("cairn", 6431), ("redis", 6432)):
-        p = start(kind, port)
+    for kind in ("cairn", "redis"):
+        srv = start(kind)
+        p, port = srv.proc, srv.port
         for name, cmd in CASES:
             c0 = cpu_ns(p.pid)
             subprocess.run(["redis-benchmark", "-p", str(port), "-n", str(N), "-c", "8", "-P", "16", "-r", "1000", "-q"] + cmd, stdout=subprocess.DEVNULL)
             results.setdefault((name, kind), []).append((cpu_ns(p.pid) - c0) / N)
-        p.terminate(); p.wait()
+        srv.stop()
 rows = []
 for name, _ in CASES:
     c = statistics.median(results[(name, 'cairn')]); r = statistics.median(results[(name, 'redis')])

@@ -17,16 +17,12 @@ import argparse
 import socket
 import sys
 import statistics
-import subprocess
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
-from kit import encode_command as command  # noqa: E402  (RESP request bytes)
-
-free_port = B.free_port
+from kit import ServerProcess, encode_command as command  # noqa: E402  (launcher, RESP request bytes)
 
 SCRIPT = ('if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) '
           'else return 0 end')
@@ -36,18 +32,11 @@ SCRIPT = ('if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",
 
 
 
-def start(kind, binary, port):
-    if kind == "redis":
-        argv = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"]
-    else:
-        argv = [binary, "--port", str(port), "--memcache-port", str(free_port()), "--threads", "1"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            return proc, socket.create_connection(("127.0.0.1", port))
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"{kind} did not start")
+def start(kind, binary):
+    """The server (the kit's launcher, tests/kit.py, one I/O thread) and a connection to it."""
+    args = ["--threads", "1"] if kind == "cairn" else []
+    srv = ServerProcess(args, kind=kind, binary=binary, name=f"evalsha-{kind}", keep_dir=False).start(timeout=4)
+    return srv, socket.create_connection(("127.0.0.1", srv.port))
 
 
 def read_replies(sock, n):
@@ -65,8 +54,7 @@ def read_replies(sock, n):
 
 
 def measure(kind, binary, requests, pipeline):
-    port = free_port()
-    proc, sock = start(kind, binary, port)
+    srv, sock = start(kind, binary)
     try:
         sock.sendall(command("SCRIPT", "LOAD", SCRIPT))
         reply = b""
@@ -79,18 +67,17 @@ def measure(kind, binary, requests, pipeline):
             for i in range(pipeline)
         )
         per_batch = 2 * pipeline
-        c0 = cpu_ns(proc.pid)
+        c0 = cpu_ns(srv.proc.pid)
         sent = 0
         while sent < requests:
             sock.sendall(batch)
             read_replies(sock, per_batch)
             sent += pipeline
-        used = cpu_ns(proc.pid) - c0
+        used = cpu_ns(srv.proc.pid) - c0
         return used / 1e3 / sent  # µs per EVALSHA (+ its SET)
     finally:
         sock.close()
-        proc.terminate()
-        proc.wait(5)
+        srv.stop(5)
 
 
 def main():

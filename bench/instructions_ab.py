@@ -20,7 +20,6 @@ import argparse
 import glob
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import run as B  # noqa: E402  (machine description for the result page)
 BENCH = HERE.parent / "target" / "release" / "cairn-bench"
 
 
-free_port = B.free_port  # the shared kit's (tests/kit.py)
+from kit import ServerProcess  # noqa: E402  (the launcher, tests/kit.py)
 
 
 def total_instructions(path):
@@ -46,22 +45,12 @@ def total_instructions(path):
 
 def count(binary, proto, requests, work):
     """Instructions per request of `binary` serving `requests` requests over `proto`."""
-    resp_port, mc_port = free_port(), free_port()
     out = os.path.join(work, f"cg.{proto}.{os.path.basename(binary)}")
-    server = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary,
-                               "--threads", "1", "--port", str(resp_port), "--memcache-port", str(mc_port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    port = resp_port if proto == "resp" else mc_port
+    srv = ServerProcess(["--threads", "1"], binary=binary, name="callgrind", keep_dir=False,
+                        wrapper=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
+    server = srv.start(timeout=60).proc
+    port = srv.port if proto == "resp" else srv.memcache_port
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{binary} did not start under valgrind")
-                time.sleep(0.1)
         load = [str(BENCH), "-p", str(port), "--protocol", proto, "-c", "4", "-P", "16", "-k", "10000"]
         subprocess.run(load + ["-n", "40000", "--read-ratio", "0"], capture_output=True, check=True)
         subprocess.run(["callgrind_control", "-z", str(server.pid)], capture_output=True, check=True)
@@ -69,8 +58,7 @@ def count(binary, proto, requests, work):
         subprocess.run(["callgrind_control", "-d", str(server.pid)], capture_output=True, check=True)
         time.sleep(0.5)
     finally:
-        server.terminate()
-        server.wait()
+        srv.stop(timeout=None)
     dumps = sorted(glob.glob(out + ".*"))
     return total_instructions(dumps[0]) / requests
 

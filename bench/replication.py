@@ -30,13 +30,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -44,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
-from kit import encode_command as command  # noqa: E402  (RESP request bytes)
+from kit import ServerProcess, encode_command as command  # noqa: E402  (launcher, RESP request bytes)
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,26 +110,22 @@ class Conn:
 
 
 class Server:
+    """A primary or replica: the kit's launcher (tests/kit.py) plus a connection."""
+
     def __init__(self, kind, cairn):
         self.kind = kind
-        self.port = B.free_port()
-        self.dir = tempfile.mkdtemp(prefix=f"repl-bench-{kind}-")
         if kind == "redis":
-            argv = ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
-                    "--appendonly", "no", "--dir", self.dir, "--repl-diskless-sync-delay", "0",
-                    "--repl-backlog-size", "64mb", "--client-output-buffer-limit", "replica 0 0 0"]
+            args = ["--repl-diskless-sync-delay", "0", "--repl-backlog-size", "64mb",
+                    "--client-output-buffer-limit", "replica 0 0 0"]
         else:
-            argv = [cairn, "--port", str(self.port), "--bind", HOST, "--memcache-port", "0",
-                    "--dir", self.dir, "--repl-backlog-size", "64mb"]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     cwd=self.dir, preexec_fn=B._die_with_parent)
-        for _ in range(500):
-            try:
-                self.conn = Conn(self.port)
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError(f"{kind} did not start")
+            args = ["--memcache-port", "0", "--repl-backlog-size", "64mb"]
+        self.server = ServerProcess(args, kind=kind, binary=cairn, memcache_port=None,
+                                    name=f"repl-bench-{kind}", keep_dir=False)
+        if kind == "cairn":
+            self.server.args += ["--dir", str(self.server.dir)]
+        self.server.start(timeout=10)
+        self.port, self.proc = self.server.port, self.server.proc
+        self.conn = Conn(self.port)
 
     def replicaof(self, primary):
         self.conn.call("REPLICAOF", HOST, primary.port)
@@ -142,13 +135,7 @@ class Server:
         return i.get("master_link_status") == "up" and i.get("master_sync_in_progress") == "0"
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.server.stop()
 
 
 def wait(pred, timeout, what):

@@ -25,7 +25,6 @@ import math
 import os
 import platform
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -123,84 +122,37 @@ def machine_busy_seconds():
 # Ports, child processes, RESP and memcached on raw sockets: the shared kit (tests/kit.py). The
 # names stay importable from here (the other bench scripts use `run.free_port`, ...).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from kit import die_with_parent as _die_with_parent, free_port, mc_stats, resp_call  # noqa: E402,F401
+from kit import ServerProcess, die_with_parent as _die_with_parent, free_port, mc_stats, resp_call  # noqa: E402,F401
 
 
-class Server:
-    """One server under test. kind: cairn | redis | memcached."""
+class Server(ServerProcess):
+    """One server under test (the kit's launcher, tests/kit.py). kind: cairn | redis | memcached."""
 
     def __init__(self, name, kind, label, args=(), workdir=None, memcached_mb=1024):
-        self.name, self.kind, self.label = name, kind, label
-        self.args = list(args)
-        self.memcached_mb = memcached_mb
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workdir))
-        self.proc = None
-        self.resp_port = free_port() if kind in ("cairn", "redis") else None
-        self.mc_port = free_port() if kind in ("cairn", "memcached") else None
+        if kind == "cairn":
+            args = ["--loglevel", "warning", *args]
+        elif kind == "redis":
+            args = ["--loglevel", "warning", *args]
+        else:
+            args = ["-c", "4096", *args]
+        super().__init__(args, kind=kind, binary=CAIRN_BIN, name=name, workdir=workdir,
+                         memcached_mb=memcached_mb if kind == "memcached" else None, keep_dir=False)
+        self.label = label
+
+    @property
+    def resp_port(self):
+        return self.port if self.has_resp else None
+
+    @property
+    def mc_port(self):
+        return self.memcache_port if self.has_memcache else None
 
     @property
     def protocols(self):
         return [p for p, port in (("resp", self.resp_port), ("memcache", self.mc_port)) if port]
 
-    def port(self, proto):
+    def port_of(self, proto):
         return self.resp_port if proto == "resp" else self.mc_port
-
-    def command(self):
-        if self.kind == "cairn":
-            return [str(CAIRN_BIN), "--bind", HOST, "--port", str(self.resp_port),
-                    "--memcache-port", str(self.mc_port), "--loglevel", "warning"] + self.args
-        if self.kind == "redis":
-            return ["redis-server", "--port", str(self.resp_port), "--bind", HOST, "--save", "",
-                    "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
-                    "--loglevel", "warning"] + self.args
-        cmd = ["memcached", "-U", "0", "-p", str(self.mc_port), "-l", HOST, "-c", "4096",
-               "-m", str(self.memcached_mb)] + self.args
-        if os.geteuid() == 0:
-            cmd += ["-u", "root"]
-        return cmd
-
-    def start(self):
-        cmd = self.command()
-        self.logf = open(self.dir / "server.log", "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=str(self.dir), preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + 15
-        for proto in self.protocols:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited at startup: {' '.join(cmd)}\n"
-                                       f"{(self.dir / 'server.log').read_text(errors='replace')[-2000:]}")
-                try:
-                    socket.create_connection((HOST, self.port(proto)), timeout=0.5).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        self.stop()
-                        raise RuntimeError(f"{self.name} did not start: {' '.join(cmd)}")
-                    time.sleep(0.02)
-        return self
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.logf.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    # -- /proc sampling --
-    def cpu_seconds(self):
-        """utime + stime of the whole process (all threads), in seconds."""
-        text = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        fields = text[text.rindex(")") + 2:].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-    def rss_bytes(self):
-        return int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1]) * PAGE
 
     # -- introspection --
     def info(self):
@@ -251,7 +203,7 @@ class Runner:
         self.n += 1
         out = self.workdir / f"run-{self.n}.json"
         err = self.workdir / f"run-{self.n}.err"
-        cmd = [str(BENCH_BIN), "-p", str(srv.port(proto)), "--protocol", proto, "--json", str(out), "-q"]
+        cmd = [str(BENCH_BIN), "-p", str(srv.port_of(proto)), "--protocol", proto, "--json", str(out), "-q"]
         cmd += [str(a) for a in args]
         c0 = srv.cpu_seconds()
         m0 = machine_busy_seconds()

@@ -33,19 +33,25 @@ BENCH = ROOT / "target" / "release" / "cairn-bench"
 CAIRN = ROOT / "target" / "release" / "cairn-server"
 
 
-free_port = B.free_port  # the shared kit's (tests/kit.py)
+from kit import ServerProcess  # noqa: E402  (the launcher, tests/kit.py)
 
 
-def start(kind, port, workdir, log):
+def server(kind, work):
+    """cairn (its snapshot in work/cairn) or redis-server (its dump.rdb in its own directory):
+    the kit's launcher (tests/kit.py), started and restarted by `start`."""
     if kind == "cairn":
-        cmd = [str(CAIRN), "--port", str(port), "--memcache-port", "0", "--dir", str(workdir),
-               "--save-on-shutdown", "no"]
+        args = ["--memcache-port", "0", "--dir", str(work / "cairn"), "--save-on-shutdown", "no"]
     else:
-        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-               "--dir", str(workdir), "--daemonize", "no"]
+        args = []
+    return ServerProcess(args, kind=kind, binary=CAIRN, memcache_port=None, name=kind, workdir=work,
+                         log_path=work / f"{kind}.log")
+
+
+def start(srv):
+    """(Re)starts srv without waiting; returns the time it was started."""
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir))
-    return proc, started
+    srv.start(wait=False, append_log=True)
+    return started
 
 
 def wait_serving(port, started, key, timeout=600):
@@ -113,10 +119,9 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         (work / "cairn").mkdir()
-        (work / "redis").mkdir()
-        log = open(work / "cairn.log", "wb")
-        port = free_port()
-        proc, started = start("cairn", port, work / "cairn", log)
+        srv = server("cairn", work)
+        port = srv.port
+        start(srv)
         wait_serving_port(port)
         fill(port, n)
         tag(port, n)
@@ -134,14 +139,11 @@ def main():
         res["cairn_during"] = p99s(during)
         res["cairn_file_bytes"] = (work / "cairn" / "dump.cairn").stat().st_size
         res["cairn_longest_lock"] = ""
-        proc.kill()
-        proc.wait()
-        proc, started = start("cairn", port, work / "cairn", log)
+        srv.kill()
+        started = start(srv)
         res["cairn_restart_s"] = wait_serving(port, started, probe)
         assert redis.Redis(port=port).dbsize() == n
-        proc.kill()
-        proc.wait()
-        log.close()
+        srv.kill()
         text = (work / "cairn.log").read_text(errors="replace")
         for line in text.splitlines():
             if "background saving terminated" in line:
@@ -149,9 +151,9 @@ def main():
             if "snapshot loaded" in line:
                 res["cairn_load_line"] = line.split("INFO ")[-1]
         # Redis: the same keys (no tags), SAVE-timed BGSAVE, load at start.
-        rlog = open(work / "redis.log", "wb")
-        rport = free_port()
-        proc, started = start("redis", rport, work / "redis", rlog)
+        rsrv = server("redis", work)
+        rport = rsrv.port
+        start(rsrv)
         wait_serving_port(rport)
         fill(rport, n)
         rr = redis.Redis(port=rport)
@@ -164,13 +166,11 @@ def main():
         lg.wait()
         res["redis_base"] = p99s(base)
         res["redis_during"] = p99s(during)
-        res["redis_file_bytes"] = (work / "redis" / "dump.rdb").stat().st_size
-        proc.kill()
-        proc.wait()
-        proc, started = start("redis", rport, work / "redis", rlog)
+        res["redis_file_bytes"] = (rsrv.dir / "dump.rdb").stat().st_size
+        rsrv.kill()
+        started = start(rsrv)
         res["redis_restart_s"] = wait_serving(rport, started, probe)
-        proc.kill()
-        proc.wait()
+        rsrv.kill()
     write_page(res, opts)
 
 

@@ -18,9 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -99,6 +97,7 @@ def pytest_unconfigure(config):
 # Re-exported here: tests import these names from conftest.
 from kit import (  # noqa: E402
     RespError,
+    ServerProcess,
     decode_resp,
     die_with_parent as _die_with_parent,
     encode_command,
@@ -377,159 +376,51 @@ def _to_memcached_args(args):
     return out
 
 
-class Server:
-    """One server process (cairn, or redis-server / memcached in validation mode).
+class Server(ServerProcess):
+    """One server process (cairn, or redis-server / memcached in validation mode): the kit's
+    launcher (tests/kit.py) with the tests' defaults, flag translation for the validation peers,
+    clients, and pytest failures.
 
     port / memcache_port: "auto" picks a free port, an int is used as is,
     None passes no flag at all (cairn then uses its default).
     """
 
+    start_error = AssertionError
+
     def __init__(self, args=(), *, kind=None, port="auto", memcache_port="auto", name="srv", env=None):
-        self.kind = kind or TARGET
-        self.args = [str(a) for a in args]
-        self.name = name
-        self.env = env
-        self.proc = None
-        self.stopped = False
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_LOG_ROOT))
-        self.log_path = self.dir / "server.log"
-        self.port = None
-        self.memcache_port = None
-        if self.kind in ("cairn", "redis"):
-            self.port = free_port() if port == "auto" else port
-        if self.kind in ("cairn", "memcached"):
-            self.memcache_port = free_port() if memcache_port == "auto" else memcache_port
-        if self.kind == "redis":
-            self.memcache_port = None
+        kind = kind or TARGET
+        super().__init__(args, kind=kind, binary=CAIRN_BIN, port=port, memcache_port=memcache_port, name=name,
+                         workdir=_LOG_ROOT, env=env)
         self.unixsocket = self._arg("--unixsocket")
         self.memcache_unixsocket = self._arg("--memcache-unixsocket")
         self.password = self._arg("--requirepass")
 
-    def _arg(self, flag):
-        if flag in self.args:
-            i = self.args.index(flag)
-            if i + 1 < len(self.args):
-                return self.args[i + 1]
-        return None
-
-    @property
-    def has_resp(self):
-        return self.kind in ("cairn", "redis") and bool(self.port)
-
-    @property
-    def has_memcache(self):
-        return self.kind in ("cairn", "memcached") and bool(self.memcache_port)
-
-    def command_line(self):
-        if self.kind == "cairn":
-            cmd = [CAIRN_BIN]
-            if "--bind" not in self.args:
-                cmd += ["--bind", HOST]
-            if self.port is not None and "--port" not in self.args:
-                cmd += ["--port", str(self.port)]
-            if self.memcache_port is not None and "--memcache-port" not in self.args:
-                cmd += ["--memcache-port", str(self.memcache_port)]
-            return cmd + self.args
+    def server_args(self):
         if self.kind == "redis":
-            return [
-                "redis-server", "--port", str(self.port), "--bind", HOST,
-                "--save", "", "--appendonly", "no", "--databases", "1",
-                "--dir", str(self.dir), "--daemonize", "no",
-            ] + _to_redis_args(self.args)
+            return ["--databases", "1"] + _to_redis_args(self.args)
         if self.kind == "memcached":
-            cmd = ["memcached", "-U", "0", "-p", str(self.memcache_port), "-l", HOST]
-            if os.geteuid() == 0:
-                cmd += ["-u", "root"]
-            return cmd + _to_memcached_args(self.args)
-        raise ValueError(self.kind)
+            return _to_memcached_args(self.args)
+        return self.args
 
     def start(self, wait=True):
-        cmd = self.command_line()
-        if self.kind == "cairn" and not os.access(cmd[0], os.X_OK):
-            pytest.fail(f"server binary {cmd[0]} not found; run `cargo build --release -p cairn-server` "
+        if self.kind == "cairn" and not os.access(self.binary, os.X_OK):
+            pytest.fail(f"server binary {self.binary} not found; run `cargo build --release -p cairn-server` "
                         f"or set CAIRN_BIN", pytrace=False)
-        self.cmd = cmd
-        env = dict(os.environ)
-        if self.env:
-            env.update(self.env)
-        with open(self.log_path, "wb") as log:
-            log.write(("$ " + " ".join(cmd) + "\n").encode())
-            log.flush()
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=str(self.dir),
-                                         preexec_fn=_die_with_parent)
+        super().start(wait=False)
         if wait:
             self.wait_ready()
         return self
-
-    def log(self, tail=4000) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "<no log>"
-        return text[-tail:]
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def assert_alive(self):
         if not self.alive():
             rc = self.proc.returncode if self.proc else None
             raise AssertionError(f"{self.name} is not running (exit status {rc}); log:\n{self.log()}")
 
-    def _endpoints(self):
-        eps = []
-        if self.has_resp:
-            eps.append(("tcp", self.port))
-        if self.has_memcache:
-            eps.append(("tcp", self.memcache_port))
-        if self.unixsocket:
-            eps.append(("unix", self.unixsocket))
-        if self.memcache_unixsocket:
-            eps.append(("unix", self.memcache_unixsocket))
-        return eps
-
     def wait_ready(self, timeout=START_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        pending = self._endpoints()
-        while pending:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.name} exited during startup with status {self.proc.returncode}; "
-                                     f"command: {' '.join(self.cmd)}\nlog:\n{self.log()}")
-            kind, where = pending[0]
-            try:
-                if kind == "tcp":
-                    s = socket.create_connection((HOST, where), timeout=0.5)
-                else:
-                    s = socket.socket(socket.AF_UNIX)
-                    s.settimeout(0.5)
-                    s.connect(where)
-                s.close()
-                pending.pop(0)
-                continue
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.kill()
-                raise AssertionError(f"{self.name} did not accept connections on {kind} {where} within "
-                                     f"{timeout}s; command: {' '.join(self.cmd)}\nlog:\n{self.log()}")
-            time.sleep(0.02)
+        super().wait_ready(timeout)
 
     def terminate(self, timeout=STOP_TIMEOUT):
-        """Sends SIGTERM; returns (exit status, seconds taken); kills on timeout (status None)."""
-        if self.proc is None or self.stopped:
-            return (self.proc.returncode if self.proc else 0), 0.0
-        self.stopped = True
-        t0 = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None, time.monotonic() - t0
-        return rc, time.monotonic() - t0
+        return super().terminate(timeout)
 
     def stop(self, timeout=STOP_TIMEOUT, check=True):
         already = self.stopped
@@ -538,12 +429,6 @@ class Server:
             assert rc is not None, f"{self.name} did not exit within {timeout}s of SIGTERM; log:\n{self.log()}"
             assert rc == 0, f"{self.name} exited with status {rc} after SIGTERM; log:\n{self.log()}"
         return rc
-
-    def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stopped = True
 
     # -- clients --
     def client(self, protocol=2, **kw) -> redis.Redis:

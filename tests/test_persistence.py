@@ -494,11 +494,8 @@ def test_disk_full_mid_write_keeps_the_previous_snapshot_and_serving(server_fact
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     srv = server_factory("--dir", str(tmp_path), start=False)
-    with open(srv.log_path, "wb") as log:
-        srv.cmd = srv.command_line()
-        srv.proc = subprocess.Popen(srv.cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(srv.dir),
-                                    preexec_fn=limited)
-    srv.wait_ready()
+    srv.preexec_fn = limited
+    srv.start()
     r = srv.client()
     r.set("small", "1")
     assert r.save() is True

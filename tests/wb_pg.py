@@ -8,10 +8,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from kit import free_port
 
 
 def _bin(name: str) -> str | None:
@@ -19,17 +20,11 @@ def _bin(name: str) -> str | None:
     return found[-1] if found else shutil.which(name)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Postgres:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="cairn-wb-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.as_user: list[str] = []
         if os.geteuid() == 0:
             pw = pwd.getpwnam("postgres")

@@ -28,7 +28,6 @@ import multiprocessing as mp
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
 import timeit
@@ -51,40 +50,14 @@ HOST = "127.0.0.1"
 # plumbing
 # ----------------------------------------------------------------------------------------------
 
-from kit import encode_command as cmd, free_port  # noqa: E402
+from kit import ServerProcess, encode_command as cmd  # noqa: E402
 
 
-class ServerProc:
-    def __init__(self, binary: str, *args: str) -> None:
-        self.port = free_port()
-        cmd = [binary, "--bind", HOST, "--port", str(self.port), "--memcache-port", "0", "--loglevel", "warn", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection((HOST, self.port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"server did not start: {cmd}")
-                time.sleep(0.02)
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def rss_bytes(self) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def ServerProc(binary: str, *args: str) -> ServerProcess:
+    """A started cairn-server on a free port, memcached port off: the kit's launcher (tests/kit.py)."""
+    srv = ServerProcess(["--memcache-port", "0", "--loglevel", "warn", *args], binary=binary, memcache_port=None,
+                        name="near-cache-bench", keep_dir=False)
+    return srv.start(timeout=10)
 
 
 class Raw:

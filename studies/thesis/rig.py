@@ -13,7 +13,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ PYTHON = sys.executable
 
 
 sys.path.insert(0, str(ROOT / "tests"))
-from kit import binary_commit, free_port  # noqa: E402,F401  (the repository's shared test kit, tests/kit.py)
+from kit import ServerProcess, binary_commit, free_port  # noqa: E402,F401  (the repository's shared test kit, tests/kit.py)
 
 
 def wait_for(check, timeout: float, what: str) -> None:
@@ -133,6 +132,7 @@ class Run:
         self.users, self.requests, self.db_latency_ms = users, requests, db_latency_ms
         self.log_dir = log_dir
         self.procs: List[subprocess.Popen] = []
+        self.servers: List[ServerProcess] = []
         self.names: List[str] = []
 
     def _spawn(self, cmd: List[str], name: str, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
@@ -173,9 +173,14 @@ class Run:
 
     def execute(self) -> Dict[str, Any]:
         cfg = self.cfg
-        cairn_port = free_port()
-        self._spawn([self.cairn_bin, "--port", str(cairn_port), "--memcache-port", "0"], "cairn")
-        wait_for(lambda: socket.create_connection(("127.0.0.1", cairn_port), 0.2).close() is None, 20, "cairn")
+        # cairn: the kit's launcher (tests/kit.py), logging beside the nodes and Locust.
+        cairn = ServerProcess(["--memcache-port", "0"], binary=self.cairn_bin, memcache_port=None, name="cairn",
+                              log_path=self.log_dir / "cairn.log", keep_dir=False)
+        self.servers.append(cairn)
+        cairn.start(timeout=20)
+        self.procs.append(cairn.proc)
+        self.names.append("cairn")
+        cairn_port = cairn.port
         ports = [free_port() for _ in range(cfg["nodes"])]
         t0 = time.monotonic()
         # With prefetch, node 0 loads the domain into the shared cache before the others warm up.
@@ -211,3 +216,5 @@ class Run:
     def close(self) -> None:
         for p in reversed(self.procs):
             stop(p)
+        for srv in self.servers:
+            srv.stop()
