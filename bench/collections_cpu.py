@@ -13,7 +13,7 @@ import subprocess, sys, statistics
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as B  # noqa: E402
+import harness as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
 from kit import ServerProcess  # noqa: E402  (the launcher, tests/kit.py)
 

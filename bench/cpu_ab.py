@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import run as B  # noqa: E402
+import harness as B  # noqa: E402
 
 CASES = [  # (name, protocol, read ratio)
     ("GET resp", "resp", 1.0),

@@ -28,7 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import run as B  # noqa: E402  (machine description for the result page)
+import harness as B  # noqa: E402  (machine description for the result page)
 
 BENCH = HERE.parent / "target" / "release" / "cairn-bench"
 

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as B  # noqa: E402
+import harness as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
 from kit import ServerProcess, encode_command as command  # noqa: E402  (launcher, RESP request bytes)
 

@@ -26,7 +26,7 @@ import redis
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import run as B  # noqa: E402
+import harness as B  # noqa: E402
 
 ROOT = HERE.parent
 BENCH = ROOT / "target" / "release" / "cairn-bench"
