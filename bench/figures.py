@@ -71,7 +71,49 @@ def num(text):
     return re.match(r"[\d.,]+", text).group(0)
 
 
+def bold(text):
+    """The bold part of a cell ("**5.14** (5.28, 5.05, 5.08)" -> "5.14")."""
+    return re.search(r"\*\*([^*]+)\*\*", text).group(1)
+
+
+def headline(text, workload, metric, column):
+    """A cell of summary.md's headline table: the row of `workload` (exactly) and `metric` (its
+    start)."""
+    for rows in tables(text):
+        for row in rows:
+            if row.get("workload") == workload and row.get("metric (↓ lower is better)", "").startswith(metric):
+                return row[column]
+    raise LookupError(f"no headline row {workload!r} / {metric!r}")
+
+
+def headline_pair(workload, metric, ours, peer, unit, peer_name, fmt=lambda x: x):
+    """(cairn, peer) cells of a summary.md headline row, `ours` against `peer` with their ratio."""
+    def extract(t):
+        ratio = headline(t, workload, metric, f"{ours} / {peer}")
+        return (f"{fmt(headline(t, workload, metric, ours))} {unit} ({ours.replace('cairn ', '--threads ')[:-1]})",
+                f"{peer_name} {fmt(headline(t, workload, metric, peer))} {unit} ({ratio})")
+    return extract
+
+
+def study_modes(column, unit, nth):
+    """Shared and hybrid against per-node in figure `fig`'s table (the nth with `column`) of the
+    thesis study's summary."""
+    def extract(t):
+        def v(mode):
+            return bold(cell(t, column, mode, nth))
+        return (f"shared {v('Shared')}{unit}, hybrid {v('Hybrid')}{unit}",
+                f"per-node (pub/sub) {v('Per-node')}{unit}")
+    return extract
+
+
 EVALSHA_RATIO = r"Ratio cairn / redis: [*]*([\d.]+)"
+HIT_ROW = "hit ratio, Zipf 0.99, cache = 10% of keys"
+SNAP_GET = "GET p99 µs: no save / during"
+
+
+def paren(text):
+    """The part in brackets of a cell ("2937 / 3639 (1.24x)" -> "1.24x")."""
+    return re.search(r"\(([^)]*)\)", text).group(1)
 
 # (figure, page, function of the page's text -> (cairn, peer and ratio)).
 FIGURES = [
@@ -121,7 +163,63 @@ FIGURES = [
     ("replication lag p99 at 50k SETs/s, 2 replicas", "replication.md",
      lambda t: (f"{cell(t, 'cairn', 'p99_us')} µs",
                 f"Redis {cell(t, 'redis', 'p99_us')} µs ({cell(t, 'cairn / redis', 'p99_us', 1)}×)")),
+    ("BGSAVE of 10M keys of 16 B with 32 B values: time, file", "snapshot.md",
+     lambda t: (f"{cell(t, 'BGSAVE', 'cairn')}, {cell(t, 'file', 'cairn')}",
+                f"Redis {cell(t, 'BGSAVE', 'redis')}, {cell(t, 'file', 'redis')} (fork)")),
+    ("GET p99 of 20k requests/s during that save / without", "snapshot.md",
+     lambda t: (f"{paren(cell(t, SNAP_GET, 'cairn'))}", f"Redis {paren(cell(t, SNAP_GET, 'redis'))}")),
+    ("start to serving those 10M keys (load on 2 threads)", "snapshot.md",
+     lambda t: (f"{cell(t, 'start to serving', 'cairn')} ({cell(t, 'keys/s', 'cairn').split(' (')[0]})",
+                f"Redis {cell(t, 'start to serving', 'redis')} ({cell(t, 'keys/s', 'redis').split(' (')[0]})")),
+    # The full run of bench/run.py (summary.md's headline table): cairn --threads 1 against the
+    # single-threaded peers, and one thread per core against memcached -t 2.
+    ("GET 32 B, 10 clients, unpipelined: server CPU per op", "summary.md",
+     headline_pair("GET 32 B (RESP), 10 clients", "server CPU", "cairn 1t", "redis", "µs", "Redis")),
+    ("same, one I/O thread per core (2 threads on 2 cores)", "summary.md",
+     headline_pair("GET 32 B (RESP), 10 clients", "server CPU", "cairn 2t", "redis", "µs", "Redis")),
+    ("mdcached 90/10, 1 KB ± 500 B, 40 clients, RESP: server CPU per op", "summary.md",
+     headline_pair("mdcached 90/10, 1 KB ± 500 B, 40 clients, RESP", "server CPU", "cairn 1t", "redis", "µs",
+                   "Redis")),
+    ("same over memcached text: server CPU per op", "summary.md",
+     headline_pair("mdcached 90/10, 1 KB ± 500 B, 40 clients, memcached text", "server CPU", "cairn 1t",
+                   "memcached -t 1", "µs", "memcached -t 1")),
+    ("mdcached 90/10, 40 clients, RESP: throughput", "summary.md",
+     headline_pair("mdcached 90/10, 1 KB ± 500 B, 40 clients, RESP", "ops/s", "cairn 1t", "redis", "ops/s",
+                   "Redis")),
+    ("same over memcached text: throughput", "summary.md",
+     headline_pair("mdcached 90/10, 1 KB ± 500 B, 40 clients, memcached text", "ops/s", "cairn 1t",
+                   "memcached -t 1", "ops/s", "memcached -t 1")),
+    ("GET pipeline 64 (RESP): throughput", "summary.md",
+     headline_pair("GET pipeline 64 (RESP)", "ops/s", "cairn 1t", "redis", "ops/s", "Redis")),
+    ("GET pipeline 64 (memcached text): throughput", "summary.md",
+     headline_pair("GET pipeline 64 (memcached text)", "ops/s", "cairn 2t", "memcached -t 2", "ops/s",
+                   "memcached -t 2")),
+    ("open loop at 80% of each server's max: p99", "summary.md",
+     headline_pair("open loop at 80% of max, p99", "µs", "cairn 1t", "redis", "µs", "Redis")),
+    ("hit ratio, Zipf 0.99, cache holds 10% of the keys", "summary.md",
+     lambda t: (f"{headline(t, HIT_ROW, '%', 'cairn 2t')}%",
+                f"Redis allkeys-lru {headline(t, HIT_ROW, '%', 'redis')}% ({headline(t, HIT_ROW, '%', 'cairn 2t / redis')}); "
+                f"memcached -t 2 {headline(t, HIT_ROW, '%', 'memcached -t 2')}% "
+                f"({headline(t, HIT_ROW, '%', 'cairn 2t / memcached -t 2')})")),
+    # The thesis study (studies/thesis): three cache systems built on cairn, 12 Locust users.
+    ("thesis study, 3 nodes: hit rate (figure 5.4)", "studies/thesis/results/summary.md",
+     study_modes("hit rate", "", 3)),
+    ("thesis study, 12 nodes: hit rate (figure 5.3)", "studies/thesis/results/summary.md",
+     study_modes("hit rate", "", 2)),
+    ("thesis study, 3 nodes: average response (figure 5.4)", "studies/thesis/results/summary.md",
+     study_modes("avg total", " ms", 3)),
+    ("thesis study, 12 nodes: average response (figure 5.3)", "studies/thesis/results/summary.md",
+     study_modes("avg total", " ms", 2)),
 ]
+
+
+def page_path(page):
+    """A figure's page: a name in bench/results, or a path from the repository's root."""
+    return ROOT / page if "/" in page else RESULTS / page
+
+
+def page_link(page):
+    return page if "/" in page else f"bench/results/{page}"
 
 
 def table():
@@ -131,10 +229,10 @@ def table():
         "| --- | --- | --- | --- |",
     ]
     for label, page, extract in FIGURES:
-        text = (RESULTS / page).read_text()
+        text = page_path(page).read_text()
         ours, peer = extract(text)
         commit = page_commit(text) or "no commit"
-        lines.append(f"| {label} | {ours} | {peer} | [{page}](bench/results/{page}) ({commit}) |")
+        lines.append(f"| {label} | {ours} | {peer} | [{page}]({page_link(page)}) ({commit}) |")
     return lines
 
 
@@ -145,7 +243,9 @@ def render(readme):
 
 
 def pages_without_commit():
-    return sorted(p.name for p in RESULTS.glob("*.md") if page_commit(p.read_text()) is None)
+    """Result pages (bench/results, the studies' results) that name no commit."""
+    pages = [*RESULTS.glob("*.md"), *ROOT.glob("studies/*/results/*.md")]
+    return sorted(str(p.relative_to(ROOT)) for p in pages if page_commit(p.read_text()) is None)
 
 
 def main(argv):

@@ -42,3 +42,19 @@ def test_figures_script_check_mode():
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "figures.py"), "--check"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_performance_section_has_one_table_the_generated_one():
+    # Figures outside the generated table are hand-copied and drift (issue 20): the Performance
+    # section holds no other table, and the snapshot section quotes none.
+    readme = figures.README.read_text()
+    section = readme[readme.index("## Performance\n"):]
+    section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    outside = section[:section.index(figures.BEGIN)] + section[section.index(figures.END):]
+    assert [line for line in outside.splitlines() if line.startswith("|")] == []
+    assert "1.58 s" not in readme.replace("\n".join(figures.table()), "")
+
+
+def test_study_rows_come_from_the_study_page():
+    rows = [r for r in figures.table() if "studies/thesis/results/summary.md" in r]
+    assert len(rows) == 4 and all("no commit" not in r for r in rows)
