@@ -18,6 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import harness as B  # noqa: E402  (servers on free ports, /proc sampling, tables)
+import plots  # noqa: E402  (error bars)
 from kit import encode_command as enc  # noqa: E402  (RESP request bytes; tests/kit.py)
 
 ROOT = B.ROOT
@@ -29,6 +30,7 @@ MP = mp.get_context("fork")
 
 TYPE_PAGE, TYPE_USER = 1, 2
 N_RECORDS, N_PAGES, N_USERS, VALUE_SIZE = 100_000, 30_000, 1_000, 200
+QUIET = 0.25  # cores kept busy by the rest of the machine below which a run counts as quiet
 
 
 # --------------------------------------------------------------------------------------------------
@@ -337,7 +339,7 @@ def _plt():
 
 def bar_panel(ax, groups, series, colors, ylabel, title, log=False, targets=None, value_fmt=None, legend_loc="upper left"):
     """groups: x labels; series: {label: [(median, lo, hi) | None per group]}; targets: {group index: (y, label)}."""
-    for bars, ys in B.error_bars(ax, series, lambda label: colors.get(label, COL["other"]), 0.92):
+    for bars, ys in plots.error_bars(ax, series, lambda label: colors.get(label, COL["other"]), 0.92):
         if value_fmt:
             for b_, y in zip(bars, ys):
                 ax.annotate(value_fmt(y), (b_.get_x() + b_.get_width() / 2, y), ha="center", va="bottom",

@@ -40,6 +40,7 @@ from app_harness import (
     N_USERS,
     pct,
     Probe,
+    QUIET,
     Report,
     reset_stats,
     S,

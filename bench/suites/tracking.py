@@ -32,6 +32,7 @@ from app_harness import (
     MP,
     pct,
     Probe,
+    QUIET,
     Report,
     S,
     save_fig,
@@ -43,7 +44,6 @@ from app_harness import (
 )
 
 
-QUIET = 0.25  # cores kept busy by the rest of the machine below which a run counts as quiet
 TRACK_KEYS = 10_000
 TRACK_VALUE = b"v" * 32
 
