@@ -173,9 +173,10 @@ class ServerProcess:
 
     kind: cairn | redis | memcached. port / memcache_port: "auto" picks a free port, an int is
     used as is, None passes no flag (cairn then uses its default); 0 turns cairn's memcached
-    port off. `wrapper` goes before the command (valgrind, for example). The process runs in its own directory (`dir`, under `workdir`), logs to
-    `log_path` (default dir/server.log), and dies with its parent. Failures to start raise
-    `start_error` with the log's tail.
+    port off. `wrapper` goes before the command (valgrind, for example). The process runs in
+    its own directory (`dir`, under `workdir`; removed by stop() unless keep_dir), logs to
+    `log_path` (default dir/server.log), and dies with its parent (`preexec_fn`). Failures to
+    start raise `start_error` with the log's tail.
     """
 
     start_error = RuntimeError
