@@ -1,5 +1,6 @@
-"""The eviction suite: hit ratios under memory pressure with Zipf keys, next to a cache simulation. Run
-by `bench/run.py --suites eviction`; writes eviction.md / eviction.json / plots (bench/README.md).
+"""The eviction suite: hit ratio of a Zipf stream against a cache holding 10% of the keys, next to
+offline simulations (cachesim.py). Run by `bench/run.py --suites eviction`; writes eviction.md,
+eviction.json and plots (bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The latency suite: latency percentiles of open-loop load at fixed rates. Run by `bench/run.py
---suites latency`; writes latency.md / latency.json / plots (bench/README.md).
+"""The latency suite: open-loop latency at 50% and 80% of each server's measured maximum, plus
+disturbances. Run by `bench/run.py --suites latency`; writes latency.md, latency.json and plots
+(bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The mdcached suite: throughput of the memcached-text workload (cairn against memcached and Redis).
-Run by `bench/run.py --suites mdcached`; writes mdcached.md / mdcached.json / plots
-(bench/README.md).
+"""The mdcached suite: 90/10 GET/SET over 30,000 records of 1 KB ± 500 B with 10 and 40 clients
+(the mdcached paper's Tables I/II), cairn against Redis and memcached. Run by `bench/run.py
+--suites mdcached`; writes mdcached.md, mdcached.json and plots (bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The memory suite: RSS and the server's own accounting per key, for several value sizes. Run by
-`bench/run.py --suites memory`; writes memory.md / memory.json / plots (bench/README.md).
+"""The memory suite: memory per item, 16 B keys with 32 B values and with 1 KB values (RSS and the
+server's own accounting). Run by `bench/run.py --suites memory`; writes memory.md, memory.json
+and plots (bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The null suite: throughput and server CPU per request of small GETs and SETs, pipelined and not. Run
-by `bench/run.py --suites null`; writes null.md / null.json / plots (bench/README.md).
+"""The null suite: null transactions (PING / mn) and GET of a 32 B value, the syscall floor. Run by
+`bench/run.py --suites null`; writes null.md, null.json and plots (bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The pipeline suite: throughput and server CPU per op against pipeline depth. Run by `bench/run.py
---suites pipeline`; writes pipeline.md / pipeline.json / plots (bench/README.md).
+"""The pipeline suite: GET / SET throughput and server CPU at pipeline depths 1, 4, 16, 64. Run by
+`bench/run.py --suites pipeline`; writes pipeline.md, pipeline.json and plots (bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The scaling suite: throughput against server threads (--threads / --workers / memcached -t). Run by
-`bench/run.py --suites scaling`; writes scaling.md / scaling.json / plots (bench/README.md).
+"""The scaling suite: throughput against server threads, 1 to the cores (mdcached workload, 40
+clients). Run by `bench/run.py --suites scaling`; writes scaling.md, scaling.json and plots
+(bench/README.md).
 """
 
 from __future__ import annotations
