@@ -3,15 +3,9 @@ redis-server with CAIRN_TARGET=redis."""
 
 import pytest
 
+from conftest import encode_command as resp  # the kit's RESP encoder
+
 pytestmark = pytest.mark.redis_only
-
-
-def resp(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 
 def test_brpoplpush_at_once_and_after_a_wait(server, r):

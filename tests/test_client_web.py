@@ -18,7 +18,7 @@ import time
 import pytest
 import redis
 
-from conftest import HOST, ROOT, TARGET, wait_until
+from conftest import HOST, ROOT, TARGET, free_port, wait_until
 from client_fixtures import plain, srv  # noqa: F401  (fixtures)
 
 # This checkout's client, whatever the venv has installed.
@@ -48,11 +48,8 @@ def _silent_port():
 
 
 def _closed_port():
-    s = socket.socket()
-    s.bind((HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port nothing listens on: the kit's free port."""
+    return free_port()
 
 
 # ----------------------------------------------------------------------------
