@@ -414,11 +414,11 @@ class Report:
 
 
 def binary_stamp():
-    """The cairn-server binary that runs: its build time (mtime) and size (HEAD's commit does not say which
-    build ran); run.py's format, plus the exact mtime to notice a rebuild during the run."""
+    """The cairn-server binary that runs: its build time (mtime), size and commit (HEAD's commit does
+    not say which build ran); run.py's format, plus the exact mtime to notice a rebuild during the run."""
     st = B.CAIRN_BIN.stat()
     return {"path": str(B.CAIRN_BIN), "built": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st.st_mtime)),
-            "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+            "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "commit": B.binary_commit(B.CAIRN_BIN)}
 
 
 def start_server(kind, args=(), label=None):

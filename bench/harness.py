@@ -75,18 +75,24 @@ def machine_info():
 
 
 def binary_info(path):
-    """What was benchmarked: the binary's modification time (its build) and size."""
+    """What was benchmarked: the binary's modification time (its build), size and the commit it
+    was built from (its --version; the checkout's HEAD may be another)."""
     try:
         st = os.stat(path)
         return {"path": str(path), "built": _dt.datetime.fromtimestamp(st.st_mtime, _dt.timezone.utc)
-                .strftime("%Y-%m-%d %H:%M UTC"), "bytes": st.st_size}
+                .strftime("%Y-%m-%d %H:%M UTC"), "bytes": st.st_size, "commit": binary_commit(path)}
     except OSError:
         return {"path": str(path)}
 
 
 def machine_line(m):
+    """The page's machine line; "cairn <commit>" names the binary's commit where it says one
+    (bench/figures.py reads it), else the checkout's."""
+    built = (m.get("cairn_binary") or {}).get("commit")
+    commit = m["cairn_commit"] if not built or m["cairn_commit"].startswith(built[:7]) else \
+        f"{built[:7]} (checkout {m['cairn_commit']})"
     return (f"{m['nproc']} cores ({m['cpu_model'] or 'unknown CPU'}), {m['memory_gib']} GiB, Linux {m['kernel']}; "
-            f"{m['redis'].split(' sha=')[0]}; {m['memcached']}; cairn {m['cairn_commit']}"
+            f"{m['redis'].split(' sha=')[0]}; {m['memcached']}; cairn {commit}"
             + (f" (binary built {m['cairn_binary']['built']})" if m.get("cairn_binary", {}).get("built") else "")
             + f"; {m['date']}")
 
@@ -101,7 +107,9 @@ def machine_busy_seconds():
 # The server launcher, ports, child processes, RESP and memcached on raw sockets: the shared kit
 # (tests/kit.py). The names stay importable from here (the other bench scripts use `B.free_port`, ...).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from kit import ServerProcess, die_with_parent as _die_with_parent, free_port, mc_stats, resp_call  # noqa: E402,F401
+from kit import (  # noqa: E402,F401
+    ServerProcess, binary_commit, die_with_parent as _die_with_parent, free_port, mc_stats, resp_call,
+)
 
 
 class Server(ServerProcess):
