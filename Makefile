@@ -131,7 +131,7 @@ bench-replication: bench-setup build
 
 # Write-behind (issue 15): CPU per SET/HSET with write-behind off/on (Redis AOF as the peer),
 # database writes saved by coalescing on a 90/10 Zipf load, write-through, against a private
-# PostgreSQL -> bench/results/writebehind.md (WB_BENCH_ARGS="--rounds 5"). About 10 minutes.
+# PostgreSQL -> bench/results/writebehind.md (WB_BENCH_ARGS="--rounds 3"). About 20 minutes.
 WB_BENCH_ARGS ?=
 .PHONY: bench-writebehind
 bench-writebehind: bench-setup build

@@ -121,6 +121,13 @@ FIGURES = [
     ("replication lag p99 at 50k SETs/s, 2 replicas", "replication.md",
      lambda t: (f"{cell(t, 'cairn', 'p99_us')} µs",
                 f"Redis {cell(t, 'redis', 'p99_us')} µs ({cell(t, 'cairn / redis', 'p99_us', 1)}×)")),
+    ("SET CPU, write-behind on (wb-fsync everysec) / off", "writebehind.md",
+     lambda t: (f"{cell(t, 'cairn vs off', 'SET, everysec')}× ({num(cell(t, 'cairn µs/op', 'SET, everysec'))} µs)",
+                f"Redis AOF everysec / off {cell(t, 'redis vs off', 'SET, everysec')}×; goal ≤ 1.3×")),
+    ("database writes saved by coalescing, 90/10 Zipf, delay 100ms", "writebehind.md",
+     lambda t: (cell(t, "database writes saved", "behind, delay 100ms"),
+                f"delay 0ms {cell(t, 'database writes saved', 'behind, delay 0ms')}, "
+                f"1s {cell(t, 'database writes saved', 'behind, delay 1s')}")),
 ]
 
 
