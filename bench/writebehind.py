@@ -493,20 +493,22 @@ def main():
     log = lambda m: print(m, flush=True)  # noqa: E731
     machine = B.machine_info()
     machine["cairn_binary"] = B.binary_info(opts.cairn)
-    commit = binary_commit(opts.cairn) or machine["cairn_commit"]
-    commit = commit[:7]
+    rig = machine["cairn_commit"]
+    commit = (binary_commit(opts.cairn) or rig)[:7]
+    machine["cairn_commit"] = commit  # the code measured is the binary's, not the rig's checkout
     pg = Pg(durable=not opts.pg_fast).start()
     try:
         cpu = cpu_suite(opts, pg, log)
         z = zipf_suite(opts, pg, log)
     finally:
         pg.close()
+    load_end = Path("/proc/loadavg").read_text().split()[:3]
     pg_mode = "fsync off (--pg-fast)" if opts.pg_fast else "fsync and synchronous_commit on (durable commits)"
     args = (f"--sets {opts.sets} --keys {opts.keys} --seconds {opts.seconds} --rounds {opts.rounds}"
             + (" --pg-fast" if opts.pg_fast else ""))
     page = f"""# Write-behind (issue 15)
 
-`bench/writebehind.py {args}` at commit `{commit}` on {B.machine_line(machine)}; load average at the start {' '.join(machine['loadavg_at_start'])}. PostgreSQL {pg_version()} on the same machine, {pg_mode}. The machine's few cores are shared by the servers, PostgreSQL, the load generator and (on a busy machine) other jobs: compare the ratios.
+`bench/writebehind.py {args}` at commit `{commit}` on {B.machine_line(machine)}; load average {' '.join(machine['loadavg_at_start'])} at the start, {' '.join(load_end)} at the end; the rig (this script) at `{rig}`. PostgreSQL {pg_version()} on the same machine, {pg_mode}. The machine's few cores are shared by the servers, PostgreSQL, the load generator and (on a busy machine) other jobs: compare the ratios.
 
 {headline(cpu, z, commit)}
 
