@@ -475,6 +475,73 @@ def headline(cpu, z, commit):
     return "\n".join(lines)
 
 
+def plot(res, path):
+    """Two panels: CPU per write (log scale: `always` is far above the rest), and the database
+    writes saved per configuration, measured against what a delay window alone would save."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cpu, z = res["cpu"], res["zipf"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
+    groups = [f"{verb}, {p or 'off'}" for verb in ("SET", "HSET") for _, _, p in CPU_CONFIGS[:3]]
+    xs = range(len(groups))
+    for k, (kind, configs) in enumerate((("cairn", CPU_CONFIGS[:3]), ("redis", CPU_CONFIGS[3:]))):
+        ys = [cpu[label][verb]["median_us"] for verb in ("SET", "HSET") for label, _, _ in configs]
+        a.bar([x + (k - 0.5) * 0.4 for x in xs], ys, 0.4,
+              label="cairn (write-behind)" if kind == "cairn" else "redis (AOF)")
+    a.set_yscale("log")
+    a.set_xticks(list(xs), groups, rotation=20, fontsize=8)
+    a.set_ylabel("server CPU µs per request")
+    a.set_title("CPU per write: durability off / everysec / always")
+    a.legend(fontsize=8)
+    labels = [label for label, _ in ZIPF_CONFIGS if "median" in z.get(label, {})
+              and z[label]["median"].get("saved") is not None]
+    measured = [z[label]["median"]["saved"] * 100 for label in labels]
+    window = [(z[label]["median"].get("window_saved") or 0) * 100 for label in labels]
+    xs = range(len(labels))
+    b.bar([x - 0.2 for x in xs], measured, 0.4, label="measured (PostgreSQL's row writes)")
+    b.bar([x + 0.2 for x in xs], window, 0.4, label="if a batch were a delay window")
+    b.set_xticks(list(xs), [label.replace("behind, ", "") for label in labels], rotation=20, fontsize=8)
+    b.set_ylabel("database writes saved, %")
+    b.set_title("Coalescing, 90/10 Zipf 0.99")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render(res):
+    """The page, from the results (a run's, or a JSON file's: --from-json)."""
+    opts, machine, commit = res["opts"], res["machine"], res["commit"]
+    cpu, z = res["cpu"], res["zipf"]
+    args = (f"--sets {opts['sets']} --keys {opts['keys']} --seconds {opts['seconds']} --rounds {opts['rounds']}"
+            + (" --pg-fast" if opts["pg_fast"] else ""))
+    pg_mode = ("fsync off (--pg-fast)" if opts["pg_fast"]
+               else "fsync and synchronous_commit on (durable commits)")
+    sets, rounds = opts["sets"], opts["rounds"]
+    plot_line = f"\n![CPU per write and writes saved]({res['png']})\n" if res.get("png") else ""
+    return f"""# Write-behind (issue 15)
+
+`bench/writebehind.py {args}` at commit `{commit}` on {B.machine_line(machine)}; load average {' '.join(machine['loadavg_at_start'])} at the start, {' '.join(res['load_end'])} at the end; the rig (this script) at `{res['rig']}`. {res.get('note', '')}PostgreSQL {res['pg_version']} on the same machine, {pg_mode}. The machine's few cores are shared by the servers, PostgreSQL, the load generator and (on a busy machine) other jobs: compare the ratios.
+
+{headline(cpu, z, commit)}
+{plot_line}
+## Server CPU per write, write-behind off and on
+
+{sets} requests per measurement ({sets // 10 // PIPELINE * PIPELINE or PIPELINE} under `always`) from a raw pipelined client ({PIPELINE} per batch), each to a distinct key: SET of a 32-byte value (a `value = "string"` mapping covers the keys), HSET of two 16-byte fields (a `value = "hash"` mapping). The server's own CPU time per request in µs (median of {rounds} rounds, ± spread): on the command path (until the last reply), and for cairn also until the flusher had written every row to PostgreSQL (`with flush`). The peer is redis-server with `appendonly yes` and the same `appendfsync` (no AOF rewrite during the run): the closest peer to a durable log, but with no database behind it. Redis writes its AOF once per event-loop turn; cairn once per command (a group write only when commands of several clients meet).
+
+{cpu_tables(cpu, rounds)}
+
+## Coalescing: database writes saved on a 90/10 Zipf workload
+
+cairn holds {opts['keys']} keys and PostgreSQL the same rows; `cairn-bench -c 10 -d {opts['seconds']} --read-ratio 0.9 --dist zipf --zipf-s 0.99` runs against a fresh server with one `value = "string"` mapping over every key (`batch = 500`). *Writes acknowledged*: the SETs that got their reply. *Row writes in PostgreSQL*: the database's own count for the table (`pg_stat_user_tables` inserts + updates + deletes, after the queue drained and cairn stopped); `WB.INFO rows_written` is cairn's count. *Database writes saved* = 1 − row writes / writes acknowledged: seed 003's argument for write-behind, that "multiple changes to the same object within the write-behind interval are coalesced and only written once to the underlying database". *Saved if a batch were a delay window*: the same count for the run's number of writes drawn from the same Zipf law, cut into windows of `delay` at the measured write rate, every window one batch — what the delay alone would save; the flusher's batches also stop at `batch` distinct keys, which the `batch 20000` row lifts. *PostgreSQL CPU*: all its processes, over the run and the drain, per write acknowledged. *ops/s* moves with whatever else the machine runs. Medians of {rounds} runs.
+
+{zipf_table(z, commit)}
+"""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cairn", default=str(ROOT / "target/release/cairn-server"))
@@ -484,11 +551,38 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--pg-fast", action="store_true", help="PostgreSQL with fsync off, as the tests run it")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a check of the rig")
+    ap.add_argument("--no-plot", action="store_true", help="no PNG (matplotlib missing)")
+    ap.add_argument("--from-json", help="render the page and plot again from a run's JSON")
+    ap.add_argument("--note", help="a sentence for the page's first paragraph (the machine's state)")
     ap.add_argument("--out", default=str(HERE / "results"), help="folder for the page and JSON")
     opts = ap.parse_args()
     if opts.quick:
         opts.sets, opts.keys, opts.seconds, opts.rounds = 5_000, 2_000, 1, 1
         opts.pg_fast = True  # a check of the rig: initdb without its fsyncs
+    out = Path(opts.out)
+    name = "writebehind-quick" if opts.quick else "writebehind"
+    if opts.from_json:
+        res = json.loads(Path(opts.from_json).read_text())
+        name = Path(opts.from_json).stem
+    else:
+        res = measure(opts)
+    out.mkdir(parents=True, exist_ok=True)
+    res["png"] = None
+    if opts.note:
+        res["note"] = opts.note.rstrip() + " "
+    if not opts.no_plot:
+        try:
+            plot(res, out / f"{name}.png")
+            res["png"] = f"{name}.png"
+        except ImportError:
+            print("matplotlib missing: no plot", file=sys.stderr)
+    page = render(res)
+    (out / f"{name}.md").write_text(page)
+    (out / f"{name}.json").write_text(json.dumps(res, indent=1))
+    print(page)
+
+
+def measure(opts):
     if not shutil.which("redis-server"):
         sys.exit("redis-server not found")
     log = lambda m: print(m, flush=True)  # noqa: E731
@@ -503,35 +597,9 @@ def main():
         z = zipf_suite(opts, pg, log)
     finally:
         pg.close()
-    load_end = Path("/proc/loadavg").read_text().split()[:3]
-    pg_mode = "fsync off (--pg-fast)" if opts.pg_fast else "fsync and synchronous_commit on (durable commits)"
-    args = (f"--sets {opts.sets} --keys {opts.keys} --seconds {opts.seconds} --rounds {opts.rounds}"
-            + (" --pg-fast" if opts.pg_fast else ""))
-    page = f"""# Write-behind (issue 15)
-
-`bench/writebehind.py {args}` at commit `{commit}` on {B.machine_line(machine)}; load average {' '.join(machine['loadavg_at_start'])} at the start, {' '.join(load_end)} at the end; the rig (this script) at `{rig}`. PostgreSQL {pg_version()} on the same machine, {pg_mode}. The machine's few cores are shared by the servers, PostgreSQL, the load generator and (on a busy machine) other jobs: compare the ratios.
-
-{headline(cpu, z, commit)}
-
-## Server CPU per write, write-behind off and on
-
-{opts.sets} requests per measurement ({opts.sets // 10 // PIPELINE * PIPELINE or PIPELINE} under `always`) from a raw pipelined client ({PIPELINE} per batch), each to a distinct key: SET of a 32-byte value (a `value = "string"` mapping covers the keys), HSET of two 16-byte fields (a `value = "hash"` mapping). The server's own CPU time per request in µs (median of {opts.rounds} rounds, ± spread): on the command path (until the last reply), and for cairn also until the flusher had written every row to PostgreSQL (`with flush`). The peer is redis-server with `appendonly yes` and the same `appendfsync` (no AOF rewrite during the run): the closest peer to a durable log, but with no database behind it. Redis writes its AOF once per event-loop turn; cairn once per command (a group write only when commands of several clients meet).
-
-{cpu_tables(cpu, opts.rounds)}
-
-## Coalescing: database writes saved on a 90/10 Zipf workload
-
-cairn holds {opts.keys} keys and PostgreSQL the same rows; `cairn-bench -c 10 -d {opts.seconds} --read-ratio 0.9 --dist zipf --zipf-s 0.99` runs against a fresh server with one `value = "string"` mapping over every key (`batch = 500`). *Writes acknowledged*: the SETs that got their reply. *Row writes in PostgreSQL*: the database's own count for the table (`pg_stat_user_tables` inserts + updates + deletes, after the queue drained and cairn stopped); `WB.INFO rows_written` is cairn's count. *Database writes saved* = 1 − row writes / writes acknowledged: seed 003's argument for write-behind, that "multiple changes to the same object within the write-behind interval are coalesced and only written once to the underlying database". *Saved if a batch were a delay window*: the same count for the run's number of writes drawn from the same Zipf law, cut into windows of `delay` at the measured write rate, every window one batch — what the delay alone would save; the flusher's batches also stop at `batch` distinct keys, which the `batch 20000` row lifts. *PostgreSQL CPU*: all its processes, over the run and the drain, per write acknowledged. *ops/s* moves with whatever else the machine runs. Medians of {opts.rounds} runs.
-
-{zipf_table(z, commit)}
-"""
-    out = Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = "writebehind-quick" if opts.quick else "writebehind"
-    (out / f"{name}.md").write_text(page)
-    (out / f"{name}.json").write_text(json.dumps({"commit": commit, "machine": machine, "opts": vars(opts),
-                                                  "cpu": cpu, "zipf": z}, indent=1))
-    print(page)
+    return {"commit": commit, "rig": rig, "machine": machine, "opts": vars(opts),
+            "load_end": Path("/proc/loadavg").read_text().split()[:3], "pg_version": pg_version(),
+            "cpu": cpu, "zipf": z}
 
 
 def pg_version():

@@ -34,6 +34,7 @@ def test_writebehind_bench_quick(tmp_path):
     commit = results["commit"]
     assert len(commit) == 7 and f"at commit `{commit}`" in page, page[:400]
     assert "## Coalescing" in page and "nan" not in page
+    assert (tmp_path / "writebehind-quick.png").stat().st_size > 0
     for label, r in results["cpu"].items():
         assert r["SET"]["median_us"] > 0 and r["HSET"]["median_us"] > 0, label
     assert results["cpu"]["cairn, write-behind everysec"]["SET_flush"]["median_us"] > 0
