@@ -26,7 +26,7 @@ on unless --pg-fast) is the database of every mapping.
 3. The same workload with `mode = "through"` (the reply after the database commit). Where this
    commit's WB.ADD refuses the mode, the page says "not available at <commit>" with the reason.
 
-Writes bench/results/writebehind.{md,json} (writebehind-quick.* with --quick) naming the commit
+Writes bench/results/writebehind.{md,json,png} (writebehind-quick.* with --quick) naming the commit
 and the machine. These machines are shared and have few cores: compare ratios.
 """
 
