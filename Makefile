@@ -11,6 +11,7 @@
 #   make bench   the benchmark suite against Redis and memcached (bench/README.md): results,
 #                tables and plots in bench/results/;  make bench-quick: < 3 minutes, bench/results/quick/
 #   make bench-replication  replication lag, CPU per SET with replicas, full sync (bench/replication.py)
+#   make bench-writebehind  CPU per SET with write-behind on/off, coalescing on a Zipf load (bench/writebehind.py)
 #   make study-thesis  the thesis study (studies/thesis, docs/studies/thesis.md): ~1 hour;
 #                make study-thesis-quick: the same rig with short runs (< 5 minutes, also in make test)
 #   make man     the man page, generated from --help (clap_mangen): target/man/cairn-server.1
@@ -127,6 +128,14 @@ REPL_BENCH_ARGS ?=
 .PHONY: bench-replication
 bench-replication: bench-setup build
 	timeout -k 30 3600 $(PYTHON) bench/replication.py $(REPL_BENCH_ARGS)
+
+# Write-behind (issue 15): CPU per SET/HSET with write-behind off/on (Redis AOF as the peer),
+# database writes saved by coalescing on a 90/10 Zipf load, write-through, against a private
+# PostgreSQL -> bench/results/writebehind.md (WB_BENCH_ARGS="--rounds 3"). About 20 minutes.
+WB_BENCH_ARGS ?=
+.PHONY: bench-writebehind
+bench-writebehind: bench-setup build
+	timeout -k 30 3600 $(PYTHON) bench/writebehind.py $(WB_BENCH_ARGS)
 
 # --- studies (docs/studies/) ---------------------------------------------------------------
 # STUDY_ARGS passes options to studies/thesis/run.py, e.g. STUDY_ARGS="--fresh --repeats 5".

@@ -210,6 +210,14 @@ FIGURES = [
      study_modes("avg total", " ms", 3)),
     ("thesis study, 12 nodes: average response (figure 5.3)", "studies/thesis/results/summary.md",
      study_modes("avg total", " ms", 2)),
+    ("SET CPU, write-behind on (wb-fsync everysec) / off", "writebehind.md",
+     lambda t: (f"{cell(t, 'cairn vs off', 'SET, everysec')}× ({num(cell(t, 'cairn µs/op', 'SET, everysec'))} µs)",
+                f"Redis AOF everysec / off {cell(t, 'redis vs off', 'SET, everysec')}×; goal ≤ 1.3×")),
+    ("database writes saved by coalescing, 90/10 Zipf, delay 100ms", "writebehind.md",
+     lambda t: (cell(t, "database writes saved", "behind, delay 100ms"),
+                f"delay 0ms {cell(t, 'database writes saved', 'behind, delay 0ms')}, "
+                f"1s {cell(t, 'database writes saved', 'behind, delay 1s')}, "
+                f"1s with batch 20000 {cell(t, 'database writes saved', 'behind, delay 1s, batch')}")),
 ]
 
 
