@@ -169,8 +169,14 @@ impl McState {
                         close = true;
                         break;
                     }
-                    // The reply waits (write-behind's `wb-fsync always`): no more until then.
+                    // The reply waits (write-behind's `wb-fsync always`, or a read-through
+                    // load): no more until then.
                     if conn.waiting {
+                        if std::mem::take(&mut conn.retry) {
+                            // Read-through: the request runs again when its loads are over.
+                            pos -= used;
+                            commands -= 1;
+                        }
                         break;
                     }
                 }
