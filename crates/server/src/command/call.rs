@@ -198,7 +198,7 @@ pub fn call<'s, B: Body>(
         }
     }
     // Read-through: a read of missing keys of `read_through` mappings waits for their loads.
-    if shared.writeback.reads_through() {
+    if conn.loaded.is_some() || shared.writeback.reads_through() {
         match super::read_through::before(shared, conn, command, body) {
             super::read_through::Before::Run => {}
             super::read_through::Before::Deferred => return,
