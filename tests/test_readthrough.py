@@ -206,7 +206,20 @@ def test_a_write_during_the_load_wins(pg, tmp_path):
         assert got == [b"newer"]
         time.sleep(0.8)
         assert writer.get("note:w") == b"newer"
-        assert pg.sql("SELECT count(*) FROM load_log") == [(1,)]
+        # A write that leaves the key absent (set, then deleted) wins too: the row loaded
+        # meanwhile is dropped, and the read answers what the cache holds.
+        db.sql("INSERT INTO notes (id, body) VALUES ('w2', 'old row')")
+        got.clear()
+        t = threading.Thread(target=lambda: got.append(reader.get("note:w2")))
+        t.start()
+        time.sleep(0.3)
+        writer.set("note:w2", "short-lived")
+        writer.delete("note:w2")
+        t.join(10)
+        assert got == [None]
+        time.sleep(0.8)
+        assert writer.get("note:w2") is None
+        assert pg.sql("SELECT count(*) FROM load_log") == [(2,)]
     finally:
         srv.stop()
 
