@@ -24,9 +24,7 @@ impl writeback::Sink for StoreSink {
             Loaded::String(v) => (Kind::String, v.clone()),
             Loaded::Hash(cols) => {
                 let mut out = Vec::new();
-                let entries = cols
-                    .iter()
-                    .map(|(f, v)| (f.as_bytes(), v.as_bytes(), None));
+                let entries = cols.iter().map(|(f, v)| (f.as_bytes(), v.as_bytes(), None));
                 store::hash::encode(entries, &mut out);
                 (Kind::Hash, out)
             }

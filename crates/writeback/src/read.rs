@@ -293,8 +293,7 @@ fn load(
         }
         None => {
             m.reads.stats.load_misses.fetch_add(1, Relaxed);
-            m.reads
-                .remember_missing(key, seen, m.config.negative_ttl);
+            m.reads.remember_missing(key, seen, m.config.negative_ttl);
         }
     }
     Ok(())
@@ -313,7 +312,11 @@ mod tests {
         let r = Reads::default();
         assert!(matches!(r.miss(b"k", 0, noop()), Miss::Wait));
         assert!(matches!(r.miss(b"k", 0, noop()), Miss::Wait));
-        assert_eq!(r.queue.lock().len(), 1, "a second miss joins the first load");
+        assert_eq!(
+            r.queue.lock().len(),
+            1,
+            "a second miss joins the first load"
+        );
         assert_eq!(r.stats.load_joins.load(Relaxed), 1);
         let told = Arc::new(AtomicU64::new(0));
         let t = told.clone();
