@@ -288,3 +288,25 @@ def test_database_down_answers_an_error(pg, tmp_path):
         srv.stop()
         if down:
             pg.start()
+
+
+def test_wb_add_reads_through(tmp_path):
+    """A mapping added at run time reads through too; WB.INFO reports its settings."""
+    db = Db("sqlite", tmp_path)
+    db.create()
+    db.sql("INSERT INTO notes (id, body) VALUES ('r', 'added later')")
+    srv = config(tmp_path, db)
+    try:
+        r = srv.client()
+        r.execute_command("WB.ADD", "more", "prefix", "m:", "database", db.url, "table", "notes",
+                          "value", "string", "value_column", "body", "read_through", "true",
+                          "ttl", "10s")
+        assert r.get("m:r") == b"added later"
+        assert 0 < r.ttl("m:r") <= 10
+        i = info(r, "more")
+        assert (i["read_through"], i["ttl"], i["loads"]) == ("true", "10000ms", "1")
+        with pytest.raises(redis.ResponseError, match="read_through 'maybe'"):
+            r.execute_command("WB.ADD", "bad", "prefix", "b:", "database", db.url,
+                              "table", "notes", "read_through", "maybe")
+    finally:
+        srv.stop()
