@@ -49,13 +49,16 @@ impl Postgres {
         Ok(Postgres { client })
     }
 
-    /// A connection for read-through loads: its connect and every statement bounded by
-    /// `timeout` (`statement_timeout`), so that a hung database answers in time.
+    /// A connection for read-through loads: its connect, every statement
+    /// (`statement_timeout`) and unacknowledged sends bounded by `timeout`, so that a hung
+    /// database answers the read in time.
     pub fn open_for_loads(url: &str, timeout: std::time::Duration) -> Result<Postgres, DbError> {
         let mut config: postgres::Config = url.parse().map_err(error)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(timeout);
         }
+        // A server host gone silent mid-query: the unacknowledged query fails the connection.
+        config.tcp_user_timeout(timeout);
         let mut client = config.connect(NoTls).map_err(error)?;
         client
             .batch_execute(&format!(
