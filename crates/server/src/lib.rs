@@ -28,4 +28,5 @@ pub mod stats;
 #[cfg(test)]
 mod testkit;
 pub mod tracking;
+pub mod wb_sink;
 pub mod wb_tap;

@@ -151,6 +151,11 @@ impl Session {
                         break;
                     }
                     if self.conn.waiting {
+                        if std::mem::take(&mut self.conn.retry) {
+                            // Read-through: the request runs again when its loads are over.
+                            consumed -= n;
+                            commands -= 1;
+                        }
                         break;
                     }
                     // Let the runtime write (and apply the output limit) before producing more.

@@ -66,6 +66,7 @@ impl Shared {
             max_bytes: config.wb_max_bytes,
             on_full: config.wb_on_full,
         });
+        writeback.set_sink(Arc::new(crate::wb_sink::StoreSink(store.clone())));
         for mapping in &config.writeback {
             // A log that cannot be opened is fatal: writes to its keys could not be kept.
             if let Err(e) = writeback.add(mapping.clone()) {

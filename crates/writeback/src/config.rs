@@ -46,6 +46,12 @@ pub struct MappingConfig {
     pub batch: usize,
     /// Attempts of a row the database refuses before it goes to the dead-letter list.
     pub retries: u32,
+    /// A read of a missing mapped key loads its row (`crate::read`).
+    pub read_through: bool,
+    /// How long a row found missing is remembered as missing (zero: not remembered).
+    pub negative_ttl: Duration,
+    /// The TTL of records loaded by read-through (None: they do not expire).
+    pub ttl: Option<Duration>,
 }
 
 /// Names cairn puts in SQL text as quoted identifiers: letters, digits and `_` only, so that
@@ -98,6 +104,9 @@ impl MappingConfig {
         let mut delay = Duration::from_millis(100);
         let mut batch = 500;
         let mut retries = 5;
+        let mut read_through = false;
+        let mut negative_ttl = Duration::ZERO;
+        let mut ttl = None;
         for (k, v) in pairs {
             match k.replace('-', "_").to_ascii_lowercase().as_str() {
                 "name" => {
@@ -146,7 +155,19 @@ impl MappingConfig {
                         .filter(|r| (1..=1000).contains(r))
                         .ok_or_else(|| format!("retries '{v}': expected 1 to 1000"))?
                 }
-                "read_through" | "negative_ttl" | "ttl" | "sql_table" => {
+                "read_through" => {
+                    read_through = match v.to_ascii_lowercase().as_str() {
+                        "true" | "yes" | "1" | "on" => true,
+                        "false" | "no" | "0" | "off" => false,
+                        _ => return Err(format!("read_through '{v}': expected true or false")),
+                    }
+                }
+                "negative_ttl" => negative_ttl = parse_duration(v)?,
+                "ttl" => {
+                    let d = parse_duration(v)?;
+                    ttl = (!d.is_zero()).then_some(d);
+                }
+                "sql_table" => {
                     return Err(format!("'{k}' is not implemented yet"));
                 }
                 _ => return Err(format!("unknown mapping key '{k}'")),
@@ -170,6 +191,9 @@ impl MappingConfig {
             delay,
             batch,
             retries,
+            read_through,
+            negative_ttl,
+            ttl,
         })
     }
 
@@ -199,6 +223,13 @@ impl MappingConfig {
         out.push(("delay", format!("{}ms", self.delay.as_millis())));
         out.push(("batch", self.batch.to_string()));
         out.push(("retries", self.retries.to_string()));
+        out.push(("read_through", self.read_through.to_string()));
+        out.push((
+            "negative_ttl",
+            format!("{}ms", self.negative_ttl.as_millis()),
+        ));
+        let ttl = self.ttl.map_or(0, |d| d.as_millis());
+        out.push(("ttl", format!("{ttl}ms")));
         out
     }
 }
@@ -224,11 +255,17 @@ mod tests {
                 ("value", "string"),
                 ("value_column", "body"),
                 ("delay", "2s"),
+                ("read_through", "true"),
+                ("negative_ttl", "30s"),
+                ("ttl", "1h"),
             ]),
         )
         .unwrap();
         assert_eq!(c.database, Database::Sqlite("/tmp/x.db".into()));
         assert_eq!(c.delay, Duration::from_secs(2));
+        assert!(c.read_through);
+        assert_eq!(c.negative_ttl, Duration::from_secs(30));
+        assert_eq!(c.ttl, Some(Duration::from_secs(3600)));
         let back: Vec<(String, String)> = c
             .to_pairs()
             .into_iter()
@@ -250,6 +287,9 @@ mod tests {
         assert!(MappingConfig::from_pairs("a", &pairs(&base[..2])).is_err());
         let mut p = pairs(&base);
         p.push(("database".into(), "mysql://x".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
+        let mut p = pairs(&base);
+        p.push(("read_through".into(), "maybe".into()));
         assert!(MappingConfig::from_pairs("a", &p).is_err());
     }
 }

@@ -56,7 +56,42 @@ pub trait Driver: Send {
         rows: &[Row],
         checkpoint: u64,
     ) -> Result<(u64, Vec<(usize, String)>), DbError>;
+    /// Read-through: the row whose key column is `id`, as its non-null columns other than the
+    /// key column (all of them for a hash mapping, the value column for a string one), each
+    /// as text; None when there is no such row.
+    fn load(&mut self, cfg: &MappingConfig, id: &str) -> Result<Option<Columns>, DbError>;
 }
+
+/// A loaded row's columns: (name, value as text).
+pub type Columns = Vec<(String, String)>;
+
+/// The statement a load runs: every column for a hash mapping, the value column for a string
+/// one, with the key as a parameter or literal the caller places at `key`.
+pub(crate) fn load_sql(cfg: &MappingConfig, key: &str) -> String {
+    let cols = match &cfg.value {
+        ValueShape::Hash => "*".to_string(),
+        ValueShape::String { column } => quoted(column),
+    };
+    format!(
+        "SELECT {cols} FROM {} WHERE {} = {key}",
+        quoted(&cfg.table),
+        quoted(&cfg.key_column)
+    )
+}
+
+/// Opens a connection for read-through loads: as `connect`, with a bound on each query
+/// (`LOAD_TIMEOUT`), so that a database that hangs answers the read with an error in time.
+pub fn connect_for_loads(cfg: &MappingConfig) -> Result<Box<dyn Driver>, DbError> {
+    match &cfg.database {
+        crate::config::Database::Sqlite(path) => Ok(Box::new(crate::sqlite::Sqlite::open(path)?)),
+        crate::config::Database::Postgres(url) => Ok(Box::new(
+            crate::pg::Postgres::open_for_loads(url, LOAD_TIMEOUT)?,
+        )),
+    }
+}
+
+/// How long one read-through query (and its connect) may take.
+pub const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Opens the driver for `cfg`'s database.
 pub fn connect(cfg: &MappingConfig) -> Result<Box<dyn Driver>, DbError> {

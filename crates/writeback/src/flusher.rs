@@ -236,6 +236,9 @@ impl Mapping {
         self.stats.rows_written.fetch_add(rows, Relaxed);
         self.stats.batches.fetch_add(1, Relaxed);
         self.stats.checkpoint.store(checkpoint, Relaxed);
+        if self.config.read_through {
+            self.reads.applied(checkpoint);
+        }
         *self.stats.last_error.lock() = None;
         for (r, why) in dead {
             tracing::error!(

@@ -12,6 +12,7 @@ pub mod db;
 mod flusher;
 pub mod log;
 mod pg;
+pub mod read;
 mod sqlite;
 
 use std::cell::RefCell;
@@ -24,6 +25,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub use config::{Database, MappingConfig, Mode, ValueShape};
 pub use log::OpKind;
+pub use read::{Loaded, Miss, Sink, Waiter};
 
 /// When the log is fsynced (Redis AOF's `appendfsync` meanings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,9 +85,17 @@ pub struct Mapping {
     /// Wakes the flusher from its sleeps (stop).
     nap: (Mutex<()>, parking_lot::Condvar),
     dead: Mutex<Vec<DeadLetter>>,
+    /// Read-through's loads, remembered misses and pending keys (`read_through` only).
+    pub reads: read::Reads,
 }
 
 impl Mapping {
+    /// A read found `key` (of this mapping, which reads through) missing in the cache.
+    pub fn miss(&self, key: &[u8], waiter: Waiter) -> Miss {
+        let checkpoint = self.stats.checkpoint.load(Relaxed);
+        self.reads.miss(key, checkpoint, waiter)
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(Relaxed)
     }
@@ -135,6 +145,10 @@ pub struct Engine {
     mappings: RwLock<Vec<Arc<Mapping>>>,
     /// Whether any mapping exists (one load on the hot path).
     active: AtomicBool,
+    /// Whether any mapping reads through (one load on a read's path).
+    reading: AtomicBool,
+    /// Where read-through loads store what they found (the server's store).
+    sink: RwLock<Option<Arc<dyn Sink>>>,
 }
 
 impl Engine {
@@ -143,7 +157,26 @@ impl Engine {
             settings: RwLock::new(settings),
             mappings: RwLock::new(Vec::new()),
             active: AtomicBool::new(false),
+            reading: AtomicBool::new(false),
+            sink: RwLock::new(None),
         })
+    }
+
+    /// Sets where read-through loads store their records (before a mapping reads through).
+    pub fn set_sink(&self, sink: Arc<dyn Sink>) {
+        *self.sink.write() = Some(sink);
+    }
+
+    /// Whether any mapping reads through.
+    #[inline]
+    pub fn reads_through(&self) -> bool {
+        self.reading.load(Relaxed)
+    }
+
+    fn update_flags(&self, mappings: &[Arc<Mapping>]) {
+        self.active.store(!mappings.is_empty(), Relaxed);
+        let reading = mappings.iter().any(|m| m.config.read_through);
+        self.reading.store(reading, Relaxed);
     }
 
     pub fn settings(&self) -> EngineSettings {
@@ -184,6 +217,10 @@ impl Engine {
                 config.prefix, m.config.name, m.config.prefix
             ));
         }
+        let sink = self.sink.read().clone();
+        if config.read_through && sink.is_none() {
+            return Err("read_through needs the server's store (not set)".into());
+        }
         let dir = self.log_dir(&config.name);
         let max = self.settings.read().max_bytes;
         // Eight segments or more per bound, so that applied ones free room well before it.
@@ -197,7 +234,17 @@ impl Engine {
             stop: AtomicBool::new(false),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
             dead: Mutex::new(Vec::new()),
+            reads: read::Reads::default(),
         });
+        if let (true, Some(sink)) = (mapping.config.read_through, sink) {
+            for i in 0..read::LOADERS {
+                let (m, sink) = (mapping.clone(), sink.clone());
+                std::thread::Builder::new()
+                    .name(format!("wb-load-{}-{i}", mapping.config.name))
+                    .spawn(move || read::run_loader(m, sink))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
         let m = mapping.clone();
         std::thread::Builder::new()
             .name(format!("wb-flush-{}", mapping.config.name))
@@ -216,7 +263,7 @@ impl Engine {
             })
             .map_err(|e| e.to_string())?;
         mappings.push(mapping);
-        self.active.store(true, Relaxed);
+        self.update_flags(&mappings);
         Ok(())
     }
 
@@ -231,7 +278,8 @@ impl Engine {
         m.stop.store(true, Relaxed);
         m.nap.1.notify_all();
         let _ = m.log.sync();
-        self.active.store(!mappings.is_empty(), Relaxed);
+        m.reads.fail_all("the write-behind mapping was removed");
+        self.update_flags(&mappings);
         true
     }
 
@@ -284,6 +332,9 @@ impl Engine {
             return;
         };
         let lsn = m.log.append(op, key, value);
+        if m.config.read_through {
+            m.reads.captured(key, lsn, op == OpKind::Delete);
+        }
         CAPTURED.with(|c| {
             let mut c = c.borrow_mut();
             match c.iter_mut().find(|(x, _)| Arc::ptr_eq(x, &m)) {
@@ -418,6 +469,16 @@ impl Mapping {
         out.push(stat("batches", self.stats.batches.load(Relaxed)));
         out.push(stat("retries", self.stats.retries.load(Relaxed)));
         out.push(stat("dead_letters", self.stats.dead_letters.load(Relaxed)));
+        if self.config.read_through {
+            let r = &self.reads.stats;
+            out.push(stat("loads", r.loads.load(Relaxed)));
+            out.push(stat("load_hits", r.load_hits.load(Relaxed)));
+            out.push(stat("load_misses", r.load_misses.load(Relaxed)));
+            out.push(stat("load_errors", r.load_errors.load(Relaxed)));
+            out.push(stat("load_joins", r.load_joins.load(Relaxed)));
+            out.push(stat("negative_hits", r.negative_hits.load(Relaxed)));
+            out.push(stat("negatives", self.reads.negatives() as u64));
+        }
         out.push((
             "last_error".into(),
             self.stats.last_error.lock().clone().unwrap_or_default(),

@@ -7,7 +7,7 @@
 use postgres::{Client, NoTls};
 
 use crate::config::MappingConfig;
-use crate::db::{columns, quoted, DbError, Driver, Row, RowChange};
+use crate::db::{columns, load_sql, quoted, Columns, DbError, Driver, Row, RowChange};
 
 pub struct Postgres {
     client: Client,
@@ -45,6 +45,26 @@ impl Postgres {
         let mut client = Client::connect(url, NoTls).map_err(error)?;
         client
             .batch_execute("SET standard_conforming_strings = on")
+            .map_err(error)?;
+        Ok(Postgres { client })
+    }
+
+    /// A connection for read-through loads: its connect, every statement
+    /// (`statement_timeout`) and unacknowledged sends bounded by `timeout`, so that a hung
+    /// database answers the read in time.
+    pub fn open_for_loads(url: &str, timeout: std::time::Duration) -> Result<Postgres, DbError> {
+        let mut config: postgres::Config = url.parse().map_err(error)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(timeout);
+        }
+        // A server host gone silent mid-query: the unacknowledged query fails the connection.
+        config.tcp_user_timeout(timeout);
+        let mut client = config.connect(NoTls).map_err(error)?;
+        client
+            .batch_execute(&format!(
+                "SET standard_conforming_strings = on; SET statement_timeout = {}",
+                timeout.as_millis()
+            ))
             .map_err(error)?;
         Ok(Postgres { client })
     }
@@ -181,5 +201,31 @@ impl Driver for Postgres {
         s.push_str("COMMIT;");
         self.client.batch_execute(&s).map_err(error)?;
         Ok((written, refused))
+    }
+
+    fn load(&mut self, cfg: &MappingConfig, id: &str) -> Result<Option<Columns>, DbError> {
+        // The simple query protocol: the key goes as a literal of unknown type (converted to
+        // the key column's type) and every value comes back as text, whatever its type.
+        let mut key = String::new();
+        literal(&mut key, id);
+        let messages = self
+            .client
+            .simple_query(&load_sql(cfg, &key))
+            .map_err(error)?;
+        for m in messages {
+            if let postgres::SimpleQueryMessage::Row(row) = m {
+                let mut out = Vec::new();
+                for (i, c) in row.columns().iter().enumerate() {
+                    if c.name() == cfg.key_column {
+                        continue;
+                    }
+                    if let Some(v) = row.get(i) {
+                        out.push((c.name().to_string(), v.to_string()));
+                    }
+                }
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
     }
 }

@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection, ErrorCode};
 
 use crate::config::MappingConfig;
-use crate::db::{columns, quoted, DbError, Driver, Row, RowChange};
+use crate::db::{columns, load_sql, quoted, Columns, DbError, Driver, Row, RowChange};
 
 pub struct Sqlite {
     conn: Connection,
@@ -176,6 +176,36 @@ impl Driver for Sqlite {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         result.map_err(error)
+    }
+
+    fn load(&mut self, cfg: &MappingConfig, id: &str) -> Result<Option<Columns>, DbError> {
+        self.load_row(cfg, id).map_err(error)
+    }
+}
+
+impl Sqlite {
+    fn load_row(&self, cfg: &MappingConfig, id: &str) -> Result<Option<Columns>, rusqlite::Error> {
+        let mut stmt = self.conn.prepare_cached(&load_sql(cfg, "?1"))?;
+        let names: Vec<String> = stmt.column_names().iter().map(|n| n.to_string()).collect();
+        let mut rows = stmt.query(params![id])?;
+        let Some(row) = rows.next()? else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            if *name == cfg.key_column {
+                continue;
+            }
+            use rusqlite::types::ValueRef;
+            let text = match row.get_ref(i)? {
+                ValueRef::Null => continue,
+                ValueRef::Integer(n) => n.to_string(),
+                ValueRef::Real(f) => f.to_string(),
+                ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
+            };
+            out.push((name.clone(), text));
+        }
+        Ok(Some(out))
     }
 }
 

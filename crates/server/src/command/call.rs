@@ -197,6 +197,17 @@ pub fn call<'s, B: Body>(
             return reply::simple(out, b"QUEUED");
         }
     }
+    // Read-through: a read of missing keys of `read_through` mappings waits for their loads.
+    if conn.loaded.is_some() || shared.writeback.reads_through() {
+        match super::read_through::before(shared, conn, command, body) {
+            super::read_through::Before::Run => {}
+            super::read_through::Before::Deferred => return,
+            super::read_through::Before::Refused(msg) => {
+                stats::record_rejected(command);
+                return refuse::<B>(conn, out, msg.as_bytes());
+            }
+        }
+    }
     let deferred = command.has(flags::DEFERRED);
     if deferred {
         // Marked blocked (CLIENT LIST `b`, INFO blocked_clients) before the work is handed

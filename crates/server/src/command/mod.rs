@@ -24,6 +24,7 @@ mod observe_cmd;
 pub(crate) mod observe_hook;
 pub mod persist_cmd;
 mod pubsub;
+mod read_through;
 mod replication_cmd;
 mod reset;
 mod scripting;
@@ -113,6 +114,11 @@ pub struct Conn {
     /// The command handed its work to another thread, which will post the reply
     /// (`ClientInfo::post` with `resume`); the session stops until then.
     pub waiting: bool,
+    /// Read-through: the request just dispatched waits for loads and must run again when
+    /// the reply's resume comes, so the session keeps it unconsumed.
+    pub retry: bool,
+    /// The loads the kept request waits for (their outcome, for its second run).
+    pub loaded: Option<Arc<read_through::Wait>>,
     /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON.
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the reply of the command now running is dropped...
@@ -147,6 +153,8 @@ impl Conn {
             patterns: Vec::new(),
             tracking: None,
             waiting: false,
+            retry: false,
+            loaded: None,
             reply_off: false,
             reply_skip: false,
             reply_skip_next: false,

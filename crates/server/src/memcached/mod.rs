@@ -83,9 +83,12 @@ impl command::Body for McCall<'_, '_, '_> {
     }
 
     fn for_each_key(&self, _command: &'static command::Command, f: &mut dyn FnMut(&[u8])) {
-        // The keys a request writes (a base64 meta key is checked as sent: write-behind
-        // prefixes are plain text, so an encoded key is matched after decoding by the tap).
+        // The keys a request writes or reads (a base64 meta key is checked as sent:
+        // write-behind prefixes are plain text, so an encoded key is matched after decoding by
+        // the tap, and is not read through).
         match self.request {
+            Request::Get { keys, .. } => keys.clone().for_each(f),
+            Request::MetaGet { key, .. } => f(key),
             Request::Store { key, .. }
             | Request::Delete { key, .. }
             | Request::Incr { key, .. }
@@ -169,8 +172,14 @@ impl McState {
                         close = true;
                         break;
                     }
-                    // The reply waits (write-behind's `wb-fsync always`): no more until then.
+                    // The reply waits (write-behind's `wb-fsync always`, or a read-through
+                    // load): no more until then.
                     if conn.waiting {
+                        if std::mem::take(&mut conn.retry) {
+                            // Read-through: the request runs again when its loads are over.
+                            pos -= used;
+                            commands -= 1;
+                        }
                         break;
                     }
                 }
