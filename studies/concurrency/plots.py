@@ -70,6 +70,7 @@ def _axes(ax: Any) -> None:
     ax.set_xlabel("replica caches")
     ax.set_ylabel("latency per batch (ms)")
     ax.set_xticks(REPLICAS)
+    ax.set_xlim(1.5, 10.5)
     ax.set_yscale("log")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
