@@ -200,8 +200,17 @@ class Cluster:
         wait_for(lambda: resp_call(self.primary_port, "WAIT", str(want), "100") >= want, 60,
                  f"{want} replicas in sync")
         for port in self.replica_ports:
-            wait_for(lambda p=port: resp_call(p, "DBSIZE") >= self.keys, 30, "the replicas' copies")
+            wait_for(lambda p=port: self._holds_all(p), 30, "the replicas' copies")
         return self
+
+    def _holds_all(self, port: int) -> bool:
+        """Whether a replica serves every object (it answers -LOADING while it loads the copy)."""
+        try:
+            return resp_call(port, "DBSIZE") >= self.keys
+        except RuntimeError as e:
+            if "LOADING" in str(e):
+                return False
+            raise
 
     def cpu_seconds(self) -> Dict[str, float]:
         """CPU time (user + system) of the primary and of the replicas together, so far."""
