@@ -137,8 +137,11 @@ def render(results: Dict[Cell, Dict[str, Any]], meta: Dict[str, Any], out: Path)
     measured = [r for r in results.values() if r.get("status") == "measured"]
     unavailable = sorted({f"{k[0]}" for k, r in results.items() if r.get("status") == "unavailable"})
     p = meta["params"]
+    commits = sorted({str(r.get("commit")) for r in measured})
     lines = [f"# Concurrency study (seed 003){' — quick run' if meta['quick'] else ''}", "",
-             f"cairn {meta['machine']['commit']}; {meta['machine']['text']}.", "",
+             f"Cells measured with cairn {', '.join(commits) or '(none)'}. This page was written by the last"
+             f" invocation, with cairn {meta['machine']['commit']}; {meta['machine']['text']} (each cell's"
+             " JSON in cells/ has its own commit).", "",
              f"{len(measured)} of {len(results)} cells measured; replicas {meta['replicas']}; {p['runs']} runs per cell,"
              f" {p['batches']} batch(es) per client per run; {p['keys']} object(s); at most {p['max_conns']}"
              f" connections per client and server; {p['db_latency_ms']:g} ms added per writing database transaction.",
