@@ -83,6 +83,13 @@ class Origin:
     def __init__(self, rows: int, db_latency_ms: float) -> None:
         self.pg = Postgres().start()
         self.url = self.pg.url
+        try:
+            self._load(rows, db_latency_ms)
+        except BaseException:
+            self.pg.close()  # a failed load must not leave the cluster running
+            raise
+
+    def _load(self, rows: int, db_latency_ms: float) -> None:
         self.pg.sql("""
             CREATE TABLE employees (id integer PRIMARY KEY, name text, age integer, salary integer, dept text);
             CREATE TABLE study_knobs (delay_ms double precision NOT NULL);
@@ -185,6 +192,13 @@ class Cluster:
         return port
 
     def start(self) -> "Cluster":
+        try:
+            return self._start()
+        except BaseException:
+            self.close()  # a failed start must not leave servers running
+            raise
+
+    def _start(self) -> "Cluster":
         spec = SCHEMES[self.scheme]
         cfg = self.dir / "cairn.toml"
         cfg.write_text(config_toml(str(spec["mode"]), self.origin.url, self.dir))
