@@ -116,6 +116,18 @@ class Origin:
     def set_latency(self, ms: float) -> None:
         self.pg.sql("UPDATE study_knobs SET delay_ms = %s", (ms,))
 
+    def forget_mappings(self) -> None:
+        """Empties cairn's bookkeeping (cairn_wb_checkpoint, cairn_wb_version). Each cluster
+        starts a fresh log at LSN 1 under the same mapping name; a checkpoint left by the last
+        cluster would say its records are applied already, and they would be skipped (or, in
+        write-through, never acknowledged)."""
+        self.pg.sql("""
+            DO $$ BEGIN
+                IF to_regclass('cairn_wb_checkpoint') IS NOT NULL THEN DELETE FROM cairn_wb_checkpoint; END IF;
+                IF to_regclass('cairn_wb_version') IS NOT NULL THEN DELETE FROM cairn_wb_version; END IF;
+            END $$;
+        """)
+
     def fill_rows(self, keys: int) -> List[tuple]:
         """The seed's read query, restricted to the objects the study touches."""
         return self.pg.sql(FILL_QUERY, (keys,))
@@ -202,6 +214,7 @@ class Cluster:
         spec = SCHEMES[self.scheme]
         cfg = self.dir / "cairn.toml"
         cfg.write_text(config_toml(str(spec["mode"]), self.origin.url, self.dir))
+        self.origin.forget_mappings()
         self.primary_port = self._spawn(["--config", str(cfg), *spec["flags"]], "primary")  # type: ignore[misc]
         # Fill the primary copy with the seed's read query, with no added latency.
         self.origin.set_latency(0)
@@ -225,6 +238,14 @@ class Cluster:
             if "LOADING" in str(e):
                 return False
             raise
+
+    def check_database(self, timeout: float = 30.0) -> None:
+        """The database holds what the primary copy holds, once write-behind caught up: the
+        study's writes really reached the rows (raises otherwise)."""
+        def same() -> bool:
+            return all(self.origin.age_of(k) == int(resp_call(self.primary_port, "GET", f"emp:{k}"))
+                       for k in range(1, min(self.keys, 50) + 1))
+        wait_for(same, timeout, "the database to hold the primary copy's values")
 
     def cpu_seconds(self) -> Dict[str, float]:
         """CPU time (user + system) of the primary and of the replicas together, so far."""

@@ -216,6 +216,7 @@ def main() -> int:
                         i += 1
                         cid = cell_id(scheme, n, b, r)
                         res = measure_cell(cluster, cl, b, r, args.runs, batches)
+                        cluster.check_database()  # the writes reached the rows: else no result
                         if not cluster.alive():
                             raise RuntimeError(f"a cairn process of {cid} exited: see {logs}")
                         res.update(params=params, commit=mach["commit"], scheme=scheme, replicas=n, batch=b,
