@@ -130,10 +130,10 @@ def measure_cell(cluster: rig.Cluster, cl: Clients, batch: int, ratio: int, runs
             "cpu_us_per_request": {k: v * 1e6 / requests for k, v in cpu.items()}}
 
 
-def machine(cairn_bin: str) -> Dict[str, str]:
+def machine(cairn_bin: str, commit: Optional[str]) -> Dict[str, str]:
     cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     load = " ".join(open("/proc/loadavg").read().split()[:3])
-    return {"commit": rig.binary_commit(cairn_bin) or "unknown commit",
+    return {"commit": commit or rig.binary_commit(cairn_bin) or "unknown commit",
             "text": f"{platform.node()}: {cores} cores, Linux {platform.release()}, load average {load} at start, "
                     f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"}
 
@@ -153,6 +153,8 @@ def main() -> int:
     ap.add_argument("--db-latency-ms", type=float, default=0.0,
                     help="latency added to each writing database transaction (default 0)")
     ap.add_argument("--cairn-bin", default=str(rig.ROOT / "target/release/cairn-server"))
+    ap.add_argument("--cairn-commit", help="the commit --cairn-bin was built from, where its own stamp (the"
+                    " build tree's HEAD) is not it, e.g. another branch's sources built in this tree")
     ap.add_argument("--fresh", action="store_true", help="discard the results of earlier runs")
     args = ap.parse_args()
 
@@ -173,7 +175,7 @@ def main() -> int:
             f.unlink()
     params = {"runs": args.runs, "batches": batches, "keys": args.keys, "max_conns": args.max_conns,
               "db_latency_ms": args.db_latency_ms}
-    mach = machine(args.cairn_bin)
+    mach = machine(args.cairn_bin, args.cairn_commit)
 
     def done(cid: str) -> bool:
         f = cells_dir / f"{cid}.json"
