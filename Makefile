@@ -14,6 +14,8 @@
 #   make bench-writebehind  CPU per SET with write-behind on/off, coalescing on a Zipf load (bench/writebehind.py)
 #   make study-thesis  the thesis study (studies/thesis, docs/studies/thesis.md): ~1 hour;
 #                make study-thesis-quick: the same rig with short runs (< 5 minutes, also in make test)
+#   make study-concurrency  seed 003's concurrency-control study (studies/concurrency,
+#                docs/studies/concurrency.md); make study-concurrency-quick: 2 replicas (< 5 minutes, in make test)
 #   make man     the man page, generated from --help (clap_mangen): target/man/cairn-server.1
 #   make docker  the container image (Dockerfile), tagged cairn:latest, naming the commit
 #   make clean   remove build outputs and the test venv
@@ -37,6 +39,7 @@ PYTEST_TIMEOUT     ?= 1500
 
 .PHONY: all build run test test-rust test-py setup validate validate-redis validate-memcached \
         fmt lint fuzz clean bench bench-quick bench-setup study-thesis study-thesis-quick \
+        study-concurrency study-concurrency-quick \
         man docker
 
 all: build
@@ -146,3 +149,10 @@ study-thesis: bench-setup build
 
 study-thesis-quick: bench-setup build
 	timeout -k 30 600 $(PYTHON) studies/thesis/run.py --quick $(STUDY_ARGS)
+
+# Seed 003 (issue 16); STUDY_ARGS too, e.g. STUDY_ARGS="--db-latency-ms 1 --replicas 2,3".
+study-concurrency: bench-setup build
+	timeout -k 30 14400 $(PYTHON) studies/concurrency/run.py $(STUDY_ARGS)
+
+study-concurrency-quick: bench-setup build
+	timeout -k 30 600 $(PYTHON) studies/concurrency/run.py --quick $(STUDY_ARGS)
