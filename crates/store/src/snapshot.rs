@@ -487,6 +487,72 @@ impl Store {
         Ok(record.cas)
     }
 
+    /// Puts back under `key` the record encoded in `record` (`encode_record`), or its absence
+    /// (None), as `author`, but only if `still` holds for what the key holds now, checked
+    /// under the same shard lock (write-through undoing a write the database refused, unless
+    /// another write changed the key since). Returns whether it did.
+    pub fn restore_if(
+        &self,
+        author: Author,
+        key: &[u8],
+        record: Option<&[u8]>,
+        still: impl FnOnce(Option<Item<'_>>) -> bool,
+    ) -> Result<bool, LoadError> {
+        let decoded = match record {
+            Some(bytes) => {
+                let mut reader = Reader { buf: bytes, at: 0 };
+                let record = reader.record()?;
+                if reader.at != bytes.len() || record.key != key {
+                    return Err(reader.malformed("not one record of this key"));
+                }
+                if !value_is_well_formed(record.kind, record.value) {
+                    return Err(reader.malformed("value"));
+                }
+                Some(record)
+            }
+            None => None,
+        };
+        let Some(record) = decoded else {
+            return Ok(self.write(author, key, |e| still(e.item()) && e.remove()));
+        };
+        let tags: Vec<Tag> = record
+            .tags
+            .chunks_exact(12)
+            .map(|t| Tag {
+                ty: u32::from_le_bytes(t[..4].try_into().expect("4 bytes")),
+                value: i64::from_le_bytes(t[4..].try_into().expect("8 bytes")),
+            })
+            .collect();
+        let collection = match record.kind {
+            Kind::String | Kind::Hash => None,
+            kind => Some(crate::collection::decode(kind, record.value).ok_or(
+                LoadError::Malformed {
+                    offset: 0,
+                    what: "value",
+                },
+            )?),
+        };
+        self.write(author, key, |e| {
+            if !still(e.item()) {
+                return Ok(false);
+            }
+            let put = match collection {
+                None => e.put_loaded(
+                    record.kind,
+                    record.value,
+                    record.expire_at,
+                    record.flags,
+                    record.cas,
+                    &tags,
+                ),
+                Some(c) => {
+                    e.put_loaded_collection(c, record.expire_at, record.flags, record.cas, &tags)
+                }
+            };
+            put.map(|_| true).map_err(|_| LoadError::OutOfMemory)
+        })
+    }
+
     /// Sizes every shard's table for `records` records in all (spread evenly), so that a load
     /// inserts without growing tables on the way; `reserve(0)` afterwards lets them shrink
     /// again as usual.

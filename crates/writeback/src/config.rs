@@ -18,7 +18,8 @@ pub enum ValueShape {
 pub enum Mode {
     /// After the write is in the durable log; the database follows.
     Behind,
-    /// After the database committed the row (not implemented yet: refused at parse).
+    /// After the database committed the row; an error reply (and the cache put back) when
+    /// the database refuses it.
     Through,
 }
 
@@ -46,6 +47,9 @@ pub struct MappingConfig {
     pub batch: usize,
     /// Attempts of a row the database refuses before it goes to the dead-letter list.
     pub retries: u32,
+    /// Write-through: how long a reply waits for the database (down or slow) before it is an
+    /// error saying the write stays queued.
+    pub through_timeout: Duration,
 }
 
 /// Names cairn puts in SQL text as quoted identifiers: letters, digits and `_` only, so that
@@ -98,6 +102,7 @@ impl MappingConfig {
         let mut delay = Duration::from_millis(100);
         let mut batch = 500;
         let mut retries = 5;
+        let mut through_timeout = Duration::from_secs(5);
         for (k, v) in pairs {
             match k.replace('-', "_").to_ascii_lowercase().as_str() {
                 "name" => {
@@ -125,13 +130,16 @@ impl MappingConfig {
                 "mode" => {
                     mode = match v.to_ascii_lowercase().as_str() {
                         "behind" => Mode::Behind,
-                        "through" => {
-                            return Err("mode 'through' is not implemented yet".into());
-                        }
+                        "through" => Mode::Through,
                         _ => return Err(format!("mode '{v}': expected behind or through")),
                     }
                 }
                 "delay" => delay = parse_duration(v)?,
+                "through_timeout" => {
+                    through_timeout = Some(parse_duration(v)?)
+                        .filter(|d| !d.is_zero() && *d <= Duration::from_secs(3600))
+                        .ok_or_else(|| format!("through_timeout '{v}': expected 1ms to 1h"))?
+                }
                 "batch" => {
                     batch = v
                         .parse()
@@ -170,6 +178,7 @@ impl MappingConfig {
             delay,
             batch,
             retries,
+            through_timeout,
         })
     }
 
@@ -195,10 +204,18 @@ impl MappingConfig {
                 out.push(("value_column", column.clone()));
             }
         }
-        out.push(("mode", "behind".into()));
+        let mode = match self.mode {
+            Mode::Behind => "behind",
+            Mode::Through => "through",
+        };
+        out.push(("mode", mode.into()));
         out.push(("delay", format!("{}ms", self.delay.as_millis())));
         out.push(("batch", self.batch.to_string()));
         out.push(("retries", self.retries.to_string()));
+        out.push((
+            "through_timeout",
+            format!("{}ms", self.through_timeout.as_millis()),
+        ));
         out
     }
 }
@@ -224,9 +241,13 @@ mod tests {
                 ("value", "string"),
                 ("value_column", "body"),
                 ("delay", "2s"),
+                ("mode", "through"),
+                ("through-timeout", "250ms"),
             ]),
         )
         .unwrap();
+        assert_eq!(c.mode, Mode::Through);
+        assert_eq!(c.through_timeout, Duration::from_millis(250));
         assert_eq!(c.database, Database::Sqlite("/tmp/x.db".into()));
         assert_eq!(c.delay, Duration::from_secs(2));
         let back: Vec<(String, String)> = c
@@ -248,6 +269,12 @@ mod tests {
         p.push(("delay".into(), "soon".into()));
         assert!(MappingConfig::from_pairs("a", &p).is_err());
         assert!(MappingConfig::from_pairs("a", &pairs(&base[..2])).is_err());
+        let mut p = pairs(&base);
+        p.push(("mode".into(), "sideways".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
+        let mut p = pairs(&base);
+        p.push(("through_timeout".into(), "0".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
         let mut p = pairs(&base);
         p.push(("database".into(), "mysql://x".into()));
         assert!(MappingConfig::from_pairs("a", &p).is_err());
