@@ -818,6 +818,46 @@ mod tests {
             let _ = store().load_records(&flipped, 0);
         }
     }
+
+    #[test]
+    fn restore_if_puts_back_only_while_the_key_is_unchanged() {
+        let s = store();
+        let a = Author::SERVER;
+        let deadline = now_ms() + 60_000;
+        s.write(a, b"k", |e| {
+            e.put(Kind::String, b"old", Some(deadline), 7).unwrap()
+        });
+        let old = s.peek(b"k", |i| {
+            let mut out = Vec::new();
+            encode_record(i.unwrap(), &mut out);
+            out
+        });
+        let cas = s.write(a, b"k", |e| e.put(Kind::String, b"new", None, 0).unwrap());
+        // Another write came since: left alone.
+        assert!(!s
+            .restore_if(a, b"k", Some(&old), |i| i.map(|i| i.cas()) == Some(cas + 1))
+            .unwrap());
+        assert_eq!(s.peek(b"k", |i| i.unwrap().value().to_vec()), b"new");
+        // Unchanged: the old record is back, its deadline and flags with it.
+        assert!(s
+            .restore_if(a, b"k", Some(&old), |i| i.map(|i| i.cas()) == Some(cas))
+            .unwrap());
+        s.peek(b"k", |i| {
+            let i = i.unwrap();
+            assert_eq!(
+                (i.value(), i.expire_at(), i.flags()),
+                (&b"old"[..], Some(deadline), 7)
+            );
+        });
+        // Put back an absence.
+        assert!(s.restore_if(a, b"k", None, |i| i.is_some()).unwrap());
+        assert!(s.peek(b"k", |i| i.is_none()));
+        // Bytes that are not one record of this key are refused, not loaded.
+        assert!(s.restore_if(a, b"other", Some(&old), |_| true).is_err());
+        assert!(s
+            .restore_if(a, b"k", Some(&old[..old.len() - 1]), |_| true)
+            .is_err());
+    }
 }
 
 /// The copy's lock hold at scale: `cargo test --release -p cairn-store hold_at_scale -- --ignored
