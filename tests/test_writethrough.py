@@ -111,6 +111,10 @@ def test_a_refused_row_is_an_error_and_the_cache_keeps_its_value(db, tmp_path):
             mc.set("note:mc", b"bad")
         assert mc.get("note:mc") == b"first"
         assert body(db, "mc") == "first"
+        # A record that cannot become a row at all (a string on a hash mapping) too.
+        with pytest.raises(redis.ResponseError, match="write-through refused: user:9: .*hash"):
+            r.set("user:9", "a string")
+        assert r.exists("user:9") == 0
         # The writer was told: nothing is dead-lettered, and the mapping flows on.
         assert r.execute_command("WB.DLQ", "notes", "LIST") == []
         assert r.set("note:a", "after")
