@@ -156,6 +156,10 @@ impl Mapping {
     }
 }
 
+/// A key's record in the store's record encoding (`store::snapshot::encode_record`); None:
+/// the key is absent.
+type Record = Option<Vec<u8>>;
+
 thread_local! {
     /// What the tap captured for the command this thread runs: (mapping, last number).
     static CAPTURED: RefCell<Vec<(Arc<Mapping>, u64)>> = const { RefCell::new(Vec::new()) };
@@ -165,7 +169,7 @@ thread_local! {
     /// Write-through: the records of the command's keys before it ran (noted by the server
     /// before the command; a capture takes the key's and leaves the new record for a later
     /// write of the same key in the command, e.g. in EXEC).
-    static PREV: RefCell<Vec<(Vec<u8>, Option<Vec<u8>>)>> = const { RefCell::new(Vec::new()) };
+    static PREV: RefCell<Vec<(Vec<u8>, Record)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Why a write to a mapped key may not run now.
@@ -362,12 +366,12 @@ impl Engine {
             return self.captured(m, lsn);
         }
         let now = after();
-            let prev = PREV.with(|p| {
-                let mut p = p.borrow_mut();
-                let slot = p.iter_mut().find(|(k, _)| k == key)?;
-                let next = now.as_ref().map(|(record, _)| record.clone());
-                Some(std::mem::replace(&mut slot.1, next))
-            });
+        let prev = PREV.with(|p| {
+            let mut p = p.borrow_mut();
+            let slot = p.iter_mut().find(|(k, _)| k == key)?;
+            let next = now.as_ref().map(|(record, _)| record.clone());
+            Some(std::mem::replace(&mut slot.1, next))
+        });
         let undo = Undo {
             key: key.to_vec(),
             prev,
