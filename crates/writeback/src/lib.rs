@@ -315,9 +315,11 @@ impl Engine {
 
     /// Checked before a write command runs: a write to a key whose mapping's log is full is
     /// refused (or waits, `wb-on-full block`), so the cache never gets ahead of the log.
-    pub fn admit(&self, key: &[u8]) -> Result<(), Refusal> {
+    /// Admitted, says whether the key's mapping is write-through (the caller then notes the
+    /// key's record with [`Engine::note_prev`]).
+    pub fn admit(&self, key: &[u8]) -> Result<bool, Refusal> {
         let Some(m) = self.mapped(key) else {
-            return Ok(());
+            return Ok(false);
         };
         let s = self.settings();
         while m.log.bytes() >= s.max_bytes {
@@ -327,13 +329,7 @@ impl Engine {
             let mut g = m.log.wake.0.lock();
             m.log.wake.1.wait_for(&mut g, Duration::from_millis(100));
         }
-        Ok(())
-    }
-
-    /// Whether `key` belongs to a write-through mapping (its previous record is then noted
-    /// with [`Engine::note_prev`] before a write command runs).
-    pub fn through(&self, key: &[u8]) -> bool {
-        self.mapped(key).is_some_and(|m| m.through())
+        Ok(m.through())
     }
 
     /// Notes `key`'s record (the store's record encoding; None: absent) before the command

@@ -29,10 +29,18 @@ pub(super) fn admit<B: Body>(
     db: &mut Db<'_, '_>,
 ) -> Option<&'static [u8]> {
     let wb = &shared.writeback;
+    // A replica's changes are not captured (its primary writes them back): nothing to note.
+    let capturing = !shared.store.replica_mode();
     let mut refused = false;
     body.for_each_key(command, &mut |key| {
-        refused |= wb.admit(key).is_err();
-        if !refused && wb.through(key) {
+        let through = match wb.admit(key) {
+            Ok(through) => through,
+            Err(_) => {
+                refused = true;
+                false
+            }
+        };
+        if through && capturing {
             let record = db.peek(key, |item| {
                 item.map(|item| {
                     let mut record = Vec::new();
