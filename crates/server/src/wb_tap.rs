@@ -33,11 +33,18 @@ impl ChangeTap for Taps {
                             Kind::Hash => writeback::OpKind::Hash,
                             Kind::Set | Kind::ZSet | Kind::List => writeback::OpKind::Collection,
                         };
-                        self.writeback.capture(c.key, op, &item.portable_value());
+                        // Write-through keeps the new record, to undo it if refused.
+                        let after = || {
+                            let mut record = Vec::new();
+                            store::snapshot::encode_record(item, &mut record);
+                            Some((record, item.cas()))
+                        };
+                        self.writeback
+                            .capture(c.key, op, &item.portable_value(), after);
                     }
                     ChangeKind::Delete => {
                         self.writeback
-                            .capture(c.key, writeback::OpKind::Delete, b"");
+                            .capture(c.key, writeback::OpKind::Delete, b"", || None);
                     }
                     _ => {}
                 }

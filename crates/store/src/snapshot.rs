@@ -487,6 +487,72 @@ impl Store {
         Ok(record.cas)
     }
 
+    /// Puts back under `key` the record encoded in `record` (`encode_record`), or its absence
+    /// (None), as `author`, but only if `still` holds for what the key holds now, checked
+    /// under the same shard lock (write-through undoing a write the database refused, unless
+    /// another write changed the key since). Returns whether it did.
+    pub fn restore_if(
+        &self,
+        author: Author,
+        key: &[u8],
+        record: Option<&[u8]>,
+        still: impl FnOnce(Option<Item<'_>>) -> bool,
+    ) -> Result<bool, LoadError> {
+        let decoded = match record {
+            Some(bytes) => {
+                let mut reader = Reader { buf: bytes, at: 0 };
+                let record = reader.record()?;
+                if reader.at != bytes.len() || record.key != key {
+                    return Err(reader.malformed("not one record of this key"));
+                }
+                if !value_is_well_formed(record.kind, record.value) {
+                    return Err(reader.malformed("value"));
+                }
+                Some(record)
+            }
+            None => None,
+        };
+        let Some(record) = decoded else {
+            return Ok(self.write(author, key, |e| still(e.item()) && e.remove()));
+        };
+        let tags: Vec<Tag> = record
+            .tags
+            .chunks_exact(12)
+            .map(|t| Tag {
+                ty: u32::from_le_bytes(t[..4].try_into().expect("4 bytes")),
+                value: i64::from_le_bytes(t[4..].try_into().expect("8 bytes")),
+            })
+            .collect();
+        let collection = match record.kind {
+            Kind::String | Kind::Hash => None,
+            kind => Some(crate::collection::decode(kind, record.value).ok_or(
+                LoadError::Malformed {
+                    offset: 0,
+                    what: "value",
+                },
+            )?),
+        };
+        self.write(author, key, |e| {
+            if !still(e.item()) {
+                return Ok(false);
+            }
+            let put = match collection {
+                None => e.put_loaded(
+                    record.kind,
+                    record.value,
+                    record.expire_at,
+                    record.flags,
+                    record.cas,
+                    &tags,
+                ),
+                Some(c) => {
+                    e.put_loaded_collection(c, record.expire_at, record.flags, record.cas, &tags)
+                }
+            };
+            put.map(|_| true).map_err(|_| LoadError::OutOfMemory)
+        })
+    }
+
     /// Sizes every shard's table for `records` records in all (spread evenly), so that a load
     /// inserts without growing tables on the way; `reserve(0)` afterwards lets them shrink
     /// again as usual.
@@ -751,6 +817,46 @@ mod tests {
             flipped[i] ^= 0x5a;
             let _ = store().load_records(&flipped, 0);
         }
+    }
+
+    #[test]
+    fn restore_if_puts_back_only_while_the_key_is_unchanged() {
+        let s = store();
+        let a = Author::SERVER;
+        let deadline = now_ms() + 60_000;
+        s.write(a, b"k", |e| {
+            e.put(Kind::String, b"old", Some(deadline), 7).unwrap()
+        });
+        let old = s.peek(b"k", |i| {
+            let mut out = Vec::new();
+            encode_record(i.unwrap(), &mut out);
+            out
+        });
+        let cas = s.write(a, b"k", |e| e.put(Kind::String, b"new", None, 0).unwrap());
+        // Another write came since: left alone.
+        assert!(!s
+            .restore_if(a, b"k", Some(&old), |i| i.map(|i| i.cas()) == Some(cas + 1))
+            .unwrap());
+        assert_eq!(s.peek(b"k", |i| i.unwrap().value().to_vec()), b"new");
+        // Unchanged: the old record is back, its deadline and flags with it.
+        assert!(s
+            .restore_if(a, b"k", Some(&old), |i| i.map(|i| i.cas()) == Some(cas))
+            .unwrap());
+        s.peek(b"k", |i| {
+            let i = i.unwrap();
+            assert_eq!(
+                (i.value(), i.expire_at(), i.flags()),
+                (&b"old"[..], Some(deadline), 7)
+            );
+        });
+        // Put back an absence.
+        assert!(s.restore_if(a, b"k", None, |i| i.is_some()).unwrap());
+        assert!(s.peek(b"k", |i| i.is_none()));
+        // Bytes that are not one record of this key are refused, not loaded.
+        assert!(s.restore_if(a, b"other", Some(&old), |_| true).is_err());
+        assert!(s
+            .restore_if(a, b"k", Some(&old[..old.len() - 1]), |_| true)
+            .is_err());
     }
 }
 

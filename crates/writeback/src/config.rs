@@ -18,7 +18,8 @@ pub enum ValueShape {
 pub enum Mode {
     /// After the write is in the durable log; the database follows.
     Behind,
-    /// After the database committed the row (not implemented yet: refused at parse).
+    /// After the database committed the row; an error reply (and the cache put back) when
+    /// the database refuses it.
     Through,
 }
 
@@ -52,6 +53,9 @@ pub struct MappingConfig {
     pub negative_ttl: Duration,
     /// The TTL of records loaded by read-through (None: they do not expire).
     pub ttl: Option<Duration>,
+    /// Write-through: how long a reply waits for the database (down or slow) before it is an
+    /// error saying the write stays queued.
+    pub through_timeout: Duration,
 }
 
 /// Names cairn puts in SQL text as quoted identifiers: letters, digits and `_` only, so that
@@ -107,6 +111,7 @@ impl MappingConfig {
         let mut read_through = false;
         let mut negative_ttl = Duration::ZERO;
         let mut ttl = None;
+        let mut through_timeout = Duration::from_secs(5);
         for (k, v) in pairs {
             match k.replace('-', "_").to_ascii_lowercase().as_str() {
                 "name" => {
@@ -134,13 +139,16 @@ impl MappingConfig {
                 "mode" => {
                     mode = match v.to_ascii_lowercase().as_str() {
                         "behind" => Mode::Behind,
-                        "through" => {
-                            return Err("mode 'through' is not implemented yet".into());
-                        }
+                        "through" => Mode::Through,
                         _ => return Err(format!("mode '{v}': expected behind or through")),
                     }
                 }
                 "delay" => delay = parse_duration(v)?,
+                "through_timeout" => {
+                    through_timeout = Some(parse_duration(v)?)
+                        .filter(|d| !d.is_zero() && *d <= Duration::from_secs(3600))
+                        .ok_or_else(|| format!("through_timeout '{v}': expected 1ms to 1h"))?
+                }
                 "batch" => {
                     batch = v
                         .parse()
@@ -194,6 +202,7 @@ impl MappingConfig {
             read_through,
             negative_ttl,
             ttl,
+            through_timeout,
         })
     }
 
@@ -219,7 +228,11 @@ impl MappingConfig {
                 out.push(("value_column", column.clone()));
             }
         }
-        out.push(("mode", "behind".into()));
+        let mode = match self.mode {
+            Mode::Behind => "behind",
+            Mode::Through => "through",
+        };
+        out.push(("mode", mode.into()));
         out.push(("delay", format!("{}ms", self.delay.as_millis())));
         out.push(("batch", self.batch.to_string()));
         out.push(("retries", self.retries.to_string()));
@@ -230,6 +243,10 @@ impl MappingConfig {
         ));
         let ttl = self.ttl.map_or(0, |d| d.as_millis());
         out.push(("ttl", format!("{ttl}ms")));
+        out.push((
+            "through_timeout",
+            format!("{}ms", self.through_timeout.as_millis()),
+        ));
         out
     }
 }
@@ -258,9 +275,13 @@ mod tests {
                 ("read_through", "true"),
                 ("negative_ttl", "30s"),
                 ("ttl", "1h"),
+                ("mode", "through"),
+                ("through-timeout", "250ms"),
             ]),
         )
         .unwrap();
+        assert_eq!(c.mode, Mode::Through);
+        assert_eq!(c.through_timeout, Duration::from_millis(250));
         assert_eq!(c.database, Database::Sqlite("/tmp/x.db".into()));
         assert_eq!(c.delay, Duration::from_secs(2));
         assert!(c.read_through);
@@ -285,6 +306,12 @@ mod tests {
         p.push(("delay".into(), "soon".into()));
         assert!(MappingConfig::from_pairs("a", &p).is_err());
         assert!(MappingConfig::from_pairs("a", &pairs(&base[..2])).is_err());
+        let mut p = pairs(&base);
+        p.push(("mode".into(), "sideways".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
+        let mut p = pairs(&base);
+        p.push(("through_timeout".into(), "0".into()));
+        assert!(MappingConfig::from_pairs("a", &p).is_err());
         let mut p = pairs(&base);
         p.push(("database".into(), "mysql://x".into()));
         assert!(MappingConfig::from_pairs("a", &p).is_err());

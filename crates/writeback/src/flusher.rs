@@ -5,6 +5,12 @@
 //! The database down: it retries the same batch with backoff, forever, while the log grows.
 //! The database refusing data: the batch is retried `retries` times with backoff, then applied
 //! row by row and the refused rows go to the dead-letter list; the rest flows.
+//!
+//! A write-through mapping (`mode = "through"`) differs in three ways, all so that each
+//! waiting writer learns its own record's fate at once: no `delay` (a batch is whatever is
+//! written when the flusher looks, a group commit), no coalescing (a key's second change
+//! starts the next batch), and a refused batch goes row by row at once, the refused rows
+//! answered to their writers (`through`) rather than dead-lettered.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -30,7 +36,9 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
     let mut checkpoint = None;
     let mut failures = 0u32;
     let mut refusals = 0u32;
+    let through = mapping.through();
     while !mapping.stopped() {
+        mapping.expire_waiters();
         // Connected, with the checkpoint read?
         let db = match driver.as_mut() {
             Some(d) => d,
@@ -85,7 +93,7 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
         // Let the window pass, so that later changes of the same keys coalesce.
         let due = first.micros + mapping.config.delay.as_micros() as u64;
         let now = now_micros();
-        if due > now {
+        if due > now && !through {
             mapping.sleep(Duration::from_micros(due - now));
             let _ = reader.seek(start);
             continue;
@@ -123,9 +131,7 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
             }
             let pos = reader.position();
             match next_after(&mut reader, done, durable) {
-                Ok(Some(n)) if index.contains_key(&n.key) || rows.len() < mapping.config.batch => {
-                    record = Some(n)
-                }
+                Ok(Some(n)) if next_in_batch(&index, &n, rows.len(), &mapping) => record = Some(n),
                 Ok(_) => {
                     let _ = reader.seek(pos);
                 }
@@ -152,7 +158,8 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
             Err(e) => {
                 refusals += 1;
                 mapping.failed(&e);
-                if refusals < mapping.config.retries {
+                // Write-through writers wait: no retries of what the database refuses.
+                if refusals < mapping.config.retries && !through {
                     mapping.sleep(backoff(refusals));
                     let _ = reader.seek(start);
                     continue;
@@ -190,6 +197,21 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
                 }
             }
         }
+    }
+}
+
+/// Whether record `n` joins the batch of `rows` rows (`index`: their keys): under write-behind
+/// a change of a key already in it (it coalesces) or a new key while there is room; under
+/// write-through only a new key, so that each record is applied (and answered) on its own.
+fn next_in_batch(
+    index: &HashMap<Vec<u8>, usize>,
+    n: &Record,
+    rows: usize,
+    mapping: &Mapping,
+) -> bool {
+    match index.contains_key(&n.key) {
+        true => !mapping.through(),
+        false => rows < mapping.config.batch,
     }
 }
 
@@ -240,7 +262,13 @@ impl Mapping {
             self.reads.applied(checkpoint);
         }
         *self.stats.last_error.lock() = None;
-        for (r, why) in dead {
+        // Write-through: the refused records' writers are told (and their writes undone);
+        // a refused record nobody waits for (its writer timed out, or it was replayed after a
+        // restart) is a dead letter as under write-behind.
+        let refused: HashMap<u64, String> =
+            dead.iter().map(|(r, why)| (r.lsn, why.clone())).collect();
+        let told = self.waiters.settle(checkpoint, &refused);
+        for (r, why) in dead.iter().filter(|(r, _)| !told.contains(&r.lsn)) {
             tracing::error!(
                 "write-behind {}: key {} (log #{}) refused, moved to the dead-letter list: {why}",
                 self.config.name,

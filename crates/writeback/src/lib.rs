@@ -4,7 +4,8 @@
 //!
 //! It knows nothing of sockets or commands: the server's change tap hands it each change of a
 //! mapped key ([`Engine::capture`], under the key's shard lock), and the thread that ran the
-//! command then makes the change durable enough for the reply ([`Engine::commit`]).
+//! command then makes the change durable enough for the reply ([`Engine::commit`]); for a
+//! write-through mapping the reply then waits for the database (`through`).
 //! docs/writebehind.md describes the design and what it guarantees.
 
 pub mod config;
@@ -14,18 +15,20 @@ pub mod log;
 mod pg;
 pub mod read;
 mod sqlite;
+mod through;
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
 pub use config::{Database, MappingConfig, Mode, ValueShape};
 pub use log::OpKind;
 pub use read::{Loaded, Miss, Sink, Waiter};
+pub use through::{Done, Failed, Undo};
 
 /// When the log is fsynced (Redis AOF's `appendfsync` meanings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +90,8 @@ pub struct Mapping {
     dead: Mutex<Vec<DeadLetter>>,
     /// Read-through's loads, remembered misses and pending keys (`read_through` only).
     pub reads: read::Reads,
+    /// Write-through: the records whose writers wait for the database.
+    waiters: through::Waiters,
 }
 
 impl Mapping {
@@ -100,11 +105,43 @@ impl Mapping {
         self.stop.load(Relaxed)
     }
 
+    fn through(&self) -> bool {
+        self.config.mode == Mode::Through
+    }
+
+    /// Sleeps `d` (or until stopped); a waiting write-through reply whose deadline passes
+    /// meanwhile is answered on time.
     fn sleep(&self, d: Duration) {
-        let mut g = self.nap.0.lock();
-        if !self.stopped() {
-            self.nap.1.wait_for(&mut g, d);
+        let end = Instant::now() + d;
+        loop {
+            let now = Instant::now();
+            if now >= end || self.stopped() {
+                return;
+            }
+            let wake = self.waiters.next_deadline().map_or(end, |dl| dl.min(end));
+            if wake > now {
+                let mut g = self.nap.0.lock();
+                if !self.stopped() {
+                    self.nap.1.wait_until(&mut g, wake);
+                }
+            }
+            self.expire_waiters();
         }
+    }
+
+    /// Answers the write-through replies whose deadline passed: the database did not commit
+    /// in time (down, or slow); their records stay in the log and are applied later.
+    fn expire_waiters(&self) {
+        if self.waiters.len() == 0 {
+            return;
+        }
+        let last = self.stats.last_error.lock().clone();
+        let why = format!(
+            "not committed within {}ms ({}); the write stays queued and will be applied",
+            self.config.through_timeout.as_millis(),
+            last.as_deref().unwrap_or("the database is slow")
+        );
+        self.waiters.expire(Some(Instant::now()), &why);
     }
 
     fn dead_letter(&self, r: &log::Record, why: &str) {
@@ -129,9 +166,20 @@ impl Mapping {
     }
 }
 
+/// A key's record in the store's record encoding (`store::snapshot::encode_record`); None:
+/// the key is absent.
+type Record = Option<Vec<u8>>;
+
 thread_local! {
     /// What the tap captured for the command this thread runs: (mapping, last number).
     static CAPTURED: RefCell<Vec<(Arc<Mapping>, u64)>> = const { RefCell::new(Vec::new()) };
+    /// Write-through: the group of the records the command captured (each waits on its
+    /// mapping's list from its capture on).
+    static THROUGH: RefCell<Option<Arc<through::Group>>> = const { RefCell::new(None) };
+    /// Write-through: the records of the command's keys before it ran (noted by the server
+    /// before the command; a capture takes the key's and leaves the new record for a later
+    /// write of the same key in the command, e.g. in EXEC).
+    static PREV: RefCell<Vec<(Vec<u8>, Record)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Why a write to a mapped key may not run now.
@@ -235,6 +283,7 @@ impl Engine {
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
             dead: Mutex::new(Vec::new()),
             reads: read::Reads::default(),
+            waiters: through::Waiters::default(),
         });
         if let (true, Some(sink)) = (mapping.config.read_through, sink) {
             for i in 0..read::LOADERS {
@@ -279,6 +328,10 @@ impl Engine {
         m.nap.1.notify_all();
         let _ = m.log.sync();
         m.reads.fail_all("the write-behind mapping was removed");
+        m.waiters.expire(
+            None,
+            "the mapping was removed; the write stays in its log until it is added again",
+        );
         self.update_flags(&mappings);
         true
     }
@@ -310,9 +363,11 @@ impl Engine {
 
     /// Checked before a write command runs: a write to a key whose mapping's log is full is
     /// refused (or waits, `wb-on-full block`), so the cache never gets ahead of the log.
-    pub fn admit(&self, key: &[u8]) -> Result<(), Refusal> {
+    /// Admitted, says whether the key's mapping is write-through (the caller then notes the
+    /// key's record with [`Engine::note_prev`]).
+    pub fn admit(&self, key: &[u8]) -> Result<bool, Refusal> {
         let Some(m) = self.mapped(key) else {
-            return Ok(());
+            return Ok(false);
         };
         let s = self.settings();
         while m.log.bytes() >= s.max_bytes {
@@ -322,19 +377,77 @@ impl Engine {
             let mut g = m.log.wake.0.lock();
             m.log.wake.1.wait_for(&mut g, Duration::from_millis(100));
         }
-        Ok(())
+        Ok(m.through())
+    }
+
+    /// Notes `key`'s record (the store's record encoding; None: absent) before the command
+    /// that may change it runs: a write the database refuses puts it back.
+    pub fn note_prev(&self, key: &[u8], record: Option<Vec<u8>>) {
+        PREV.with(|p| {
+            let mut p = p.borrow_mut();
+            if !p.iter().any(|(k, _)| k == key) {
+                p.push((key.to_vec(), record));
+            }
+        });
     }
 
     /// Called by the change tap, under `key`'s shard lock: buffers the change in its
     /// mapping's log (numbered in the store's order) and notes it for [`Engine::commit`].
-    pub fn capture(&self, key: &[u8], op: OpKind, value: &[u8]) {
+    /// `after` gives the key's new record (encoded) and CAS, None for a delete: asked only
+    /// for a write-through mapping.
+    pub fn capture(
+        &self,
+        key: &[u8],
+        op: OpKind,
+        value: &[u8],
+        after: impl FnOnce() -> Option<(Vec<u8>, u64)>,
+    ) {
         let Some(m) = self.mapped(key) else {
             return;
         };
-        let lsn = m.log.append(op, key, value);
+        if !m.through() {
+            let lsn = m.log.append(op, key, value);
+            if m.config.read_through {
+                m.reads.captured(key, lsn, op == OpKind::Delete);
+            }
+            return self.captured(m, lsn);
+        }
+        let now = after();
+        let prev = PREV.with(|p| {
+            let mut p = p.borrow_mut();
+            let slot = p.iter_mut().find(|(k, _)| k == key)?;
+            let next = now.as_ref().map(|(record, _)| record.clone());
+            Some(std::mem::replace(&mut slot.1, next))
+        });
+        let undo = Undo {
+            key: key.to_vec(),
+            prev,
+            cas: now.map(|(_, cas)| cas),
+        };
+        let group = THROUGH.with(|t| {
+            let mut t = t.borrow_mut();
+            let group = t.get_or_insert_with(|| through::Group::new(0));
+            group.add_one();
+            group.clone()
+        });
+        // The waiter is on the list before the record can be written (the log's pending lock
+        // is held), so the flusher never settles a record nobody waits for yet.
+        let deadline = Instant::now() + m.config.through_timeout;
+        let lsn = m.log.append_then(op, key, value, |lsn| {
+            m.waiters.add(through::Waiter {
+                lsn,
+                deadline,
+                undo,
+                group,
+            })
+        });
         if m.config.read_through {
             m.reads.captured(key, lsn, op == OpKind::Delete);
         }
+        self.captured(m, lsn);
+    }
+
+    fn captured(&self, m: Arc<Mapping>, lsn: u64) {
         CAPTURED.with(|c| {
             let mut c = c.borrow_mut();
             match c.iter_mut().find(|(x, _)| Arc::ptr_eq(x, &m)) {
@@ -347,11 +460,13 @@ impl Engine {
     /// After a command ran on this thread: writes what it captured to the logs' files (a group
     /// write). Returns what must still be fsynced before the reply under `wb-fsync always`:
     /// `None` when the reply may go now.
-    pub fn commit(&self) -> Option<Durable> {
+    pub fn commit(&self) -> Option<Wait> {
+        PREV.with(|p| p.borrow_mut().clear());
         let captured = CAPTURED.with(|c| std::mem::take(&mut *c.borrow_mut()));
         if captured.is_empty() {
             return None;
         }
+        let group = THROUGH.with(|t| t.borrow_mut().take());
         for (m, lsn) in &captured {
             if let Err(e) = m.log.write_upto(*lsn) {
                 // The record stays buffered and the next write or the flusher retries; the
@@ -359,7 +474,11 @@ impl Engine {
                 tracing::error!("write-behind {}: writing the log: {e}", m.config.name);
             }
         }
-        (self.settings.read().fsync == Fsync::Always).then_some(Durable { captured })
+        let fsync = (self.settings.read().fsync == Fsync::Always).then_some(captured);
+        if fsync.is_none() && group.is_none() {
+            return None;
+        }
+        Some(Wait { fsync, group })
     }
 
     /// Whether the thread has captured changes not yet committed (a command's own check).
@@ -393,17 +512,28 @@ impl Engine {
 /// A mapping's WB.INFO fields, in order: (name, value).
 pub type Report = Vec<(String, String)>;
 
-/// Changes a reply must wait for under `wb-fsync always`.
-pub struct Durable {
-    captured: Vec<(Arc<Mapping>, u64)>,
+/// What a reply must wait for: the fsync of the command's records under `wb-fsync always`,
+/// and the database's commit of its write-through records.
+pub struct Wait {
+    fsync: Option<Vec<(Arc<Mapping>, u64)>>,
+    group: Option<Arc<through::Group>>,
 }
 
-impl Durable {
-    /// Fsyncs (a group fsync: one covers every writer's records) and then calls `done`; on
-    /// a thread of its own, so that the caller's thread goes on.
-    pub fn then(self, done: impl FnOnce() + Send + 'static) {
+impl Wait {
+    /// Calls `done` once the reply may go, with the write-through records that failed (none
+    /// under write-behind); never on the caller's thread while it must wait: fsyncs run on
+    /// the `wb-fsync` thread (a group fsync: one covers every writer's records), commits are
+    /// reported by the mappings' flushers.
+    pub fn then(self, done: impl FnOnce(Vec<Failed>) + Send + 'static) {
+        let Some(captured) = self.fsync else {
+            if let Some(group) = self.group {
+                group.then(Box::new(done));
+            }
+            return;
+        };
+        let group = self.group;
         let run = move || {
-            for (m, lsn) in &self.captured {
+            for (m, lsn) in &captured {
                 while m.log.synced() < *lsn {
                     if let Err(e) = m.log.sync() {
                         tracing::error!("write-behind {}: fsync: {e}", m.config.name);
@@ -411,7 +541,10 @@ impl Durable {
                     }
                 }
             }
-            done();
+            match group {
+                Some(group) => group.then(Box::new(done)),
+                None => done(Vec::new()),
+            }
         };
         syncer().send(Box::new(run));
     }
@@ -479,6 +612,7 @@ impl Mapping {
             out.push(stat("negative_hits", r.negative_hits.load(Relaxed)));
             out.push(stat("negatives", self.reads.negatives() as u64));
         }
+        out.push(stat("waiting", self.waiters.len() as u64));
         out.push((
             "last_error".into(),
             self.stats.last_error.lock().clone().unwrap_or_default(),

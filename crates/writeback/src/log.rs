@@ -239,6 +239,12 @@ impl Log {
     /// Numbers and buffers one record; returns its number. Quick (a copy under a lock): the
     /// tap calls it under the key's shard lock.
     pub fn append(&self, op: OpKind, key: &[u8], value: &[u8]) -> u64 {
+        self.append_then(op, key, value, |_| ())
+    }
+
+    /// As `append`, calling `f` with the record's number before the record can be written
+    /// (under the lock `write_upto` takes it with).
+    pub fn append_then(&self, op: OpKind, key: &[u8], value: &[u8], f: impl FnOnce(u64)) -> u64 {
         let mut p = self.pending.lock();
         let lsn = p.next;
         p.next += 1;
@@ -246,6 +252,7 @@ impl Log {
         encode(&mut p.buf, lsn, now_micros(), op, key, value);
         self.pending_bytes
             .fetch_add((p.buf.len() - before) as u64, Relaxed);
+        f(lsn);
         lsn
     }
 

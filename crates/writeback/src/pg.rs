@@ -127,12 +127,16 @@ impl Postgres {
 impl Driver for Postgres {
     fn checkpoint(&mut self, mapping: &str) -> Result<u64, DbError> {
         self.client
+            // Mappings' flushers connect at once at start: CREATE TABLE IF NOT EXISTS is not
+            // safe against a concurrent one (a unique violation in pg_type), so they take
+            // turns on an advisory lock.
             .batch_execute(
-                "CREATE TABLE IF NOT EXISTS cairn_wb_checkpoint \
+                "BEGIN; SELECT pg_advisory_xact_lock(7215585614112370000); \
+                 CREATE TABLE IF NOT EXISTS cairn_wb_checkpoint \
                    (mapping TEXT PRIMARY KEY, lsn BIGINT NOT NULL); \
                  CREATE TABLE IF NOT EXISTS cairn_wb_version \
                    (mapping TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, \
-                    PRIMARY KEY (mapping, key));",
+                    PRIMARY KEY (mapping, key)); COMMIT;",
             )
             .map_err(error)?;
         let rows = self

@@ -266,7 +266,7 @@ pub fn call<'s, B: Body>(
     // Write-behind: the command's changes of mapped keys go to their logs before its reply
     // (EXEC's commands are committed once, by EXEC itself).
     if shared.writeback.active() {
-        super::wb::after_write(shared, conn, out, reply_at);
+        super::wb::after_write(shared, conn, out, reply_at, B::refuse);
     }
     if deferred && !conn.waiting {
         conn.client.state.flags.fetch_and(!BLOCKED, Relaxed);
@@ -441,7 +441,7 @@ fn run<'s, B: Body>(
     out: &mut Vec<u8>,
     command: &'static Command,
     body: &mut B,
-    db: Db<'_, 's>,
+    mut db: Db<'_, 's>,
     by_script: bool,
 ) {
     let started = Instant::now();
@@ -453,7 +453,7 @@ fn run<'s, B: Body>(
         }
     }
     if shared.writeback.active() && command.has(flags::WRITE) {
-        if let Some(msg) = super::wb::admit(shared, command, body) {
+        if let Some(msg) = super::wb::admit(shared, command, body, &mut db) {
             stats::record_rejected(command);
             return refuse::<B>(conn, out, msg);
         }

@@ -4,9 +4,13 @@
 //! (`-BUSY`) before it changes the cache. `after_write` runs after every command: what the
 //! change tap captured for it goes to the log files before the reply, and under `wb-fsync
 //! always` the reply is deferred (through the client's mailbox, as SQL's replies are) until
-//! a group fsync covers it. The engine itself is the `writeback` crate.
+//! a group fsync covers it; a command that changed keys of a write-through mapping has its
+//! reply deferred until the database committed them, and turned into an error (its writes
+//! undone) when the database refused one. The engine itself is the `writeback` crate.
 
 use std::sync::Arc;
+
+use store::Db;
 
 use super::call::Body;
 use super::{Command, Conn, Ctx};
@@ -15,33 +19,112 @@ use crate::shared::Shared;
 /// The refusal of a write to a mapped key whose log is full.
 const FULL: &[u8] = b"BUSY write-behind queue full";
 
-/// Why `command` may not run now (its keys' mapping's log is full), if it may not.
+/// Why `command` may not run now (its keys' mapping's log is full), if it may not. For keys
+/// of a write-through mapping, notes their records before the command runs (read through
+/// `db`, which may hold their shards: EXEC, scripts), so that a refused write can be undone.
 pub(super) fn admit<B: Body>(
     shared: &Shared,
     command: &'static Command,
     body: &B,
+    db: &mut Db<'_, '_>,
 ) -> Option<&'static [u8]> {
+    let wb = &shared.writeback;
+    // A replica's changes are not captured (its primary writes them back): nothing to note.
+    let capturing = !shared.store.replica_mode();
     let mut refused = false;
     body.for_each_key(command, &mut |key| {
-        refused |= shared.writeback.admit(key).is_err();
+        let through = match wb.admit(key) {
+            Ok(through) => through,
+            Err(_) => {
+                refused = true;
+                false
+            }
+        };
+        if through && capturing {
+            let record = db.peek(key, |item| {
+                item.map(|item| {
+                    let mut record = Vec::new();
+                    store::snapshot::encode_record(item, &mut record);
+                    record
+                })
+            });
+            wb.note_prev(key, record);
+        }
     });
     refused.then_some(FULL)
 }
 
 /// Commits what the command captured; under `wb-fsync always` defers its reply (the bytes
-/// from `reply_at` on) until the log is fsynced.
-pub(super) fn after_write(shared: &Shared, conn: &mut Conn, out: &mut Vec<u8>, reply_at: usize) {
-    let Some(durable) = shared.writeback.commit() else {
+/// from `reply_at` on) until the log is fsynced, and for write-through keys until the database
+/// committed them. A write the database refused is undone and the reply becomes the error
+/// `refuse` writes (the request's protocol's form).
+pub(super) fn after_write(
+    shared: &Shared,
+    conn: &mut Conn,
+    out: &mut Vec<u8>,
+    reply_at: usize,
+    refuse: fn(&mut Vec<u8>, &[u8]),
+) {
+    let Some(wait) = shared.writeback.commit() else {
         return;
     };
     let reply = out.split_off(reply_at.min(out.len()));
     conn.waiting = true;
     let client = Arc::downgrade(&conn.client);
-    durable.then(move || {
-        if let Some(client) = client.upgrade() {
-            client.post(&reply, true);
-        }
+    let store = shared.store.clone();
+    wait.then(move |failed| {
+        let Some(client) = client.upgrade() else {
+            undo(&store, &failed);
+            return;
+        };
+        match failed.is_empty() {
+            true => client.post(&reply, true),
+            false => {
+                undo(&store, &failed);
+                let mut error = Vec::new();
+                refuse(&mut error, &failure_message(&failed));
+                client.post(&error, true)
+            }
+        };
     });
+}
+
+/// Puts back the previous record of each write the database refused, unless another write
+/// changed the key since (its CAS is no longer the one the refused write gave it).
+fn undo(store: &store::Store, failed: &[writeback::Failed]) {
+    for f in failed.iter().filter(|f| f.refused) {
+        let Some(prev) = &f.undo.prev else {
+            continue;
+        };
+        let still = |now: Option<store::Item<'_>>| now.map(|i| i.cas()) == f.undo.cas;
+        if let Err(e) = store.restore_if(store::Author::SERVER, &f.undo.key, prev.as_deref(), still)
+        {
+            tracing::error!(
+                "write-through: putting back {}: {e}",
+                String::from_utf8_lossy(&f.undo.key)
+            );
+        }
+    }
+}
+
+/// The error a writer gets: the first failure's (the database's message on one line).
+fn failure_message(failed: &[writeback::Failed]) -> Vec<u8> {
+    let first = &failed[0];
+    let why: String = first
+        .reason
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let more = match failed.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    let what = if first.refused { "refused" } else { "pending" };
+    format!(
+        "ERR write-through {what}: {}: {why}{more}",
+        String::from_utf8_lossy(&first.undo.key)
+    )
+    .into_bytes()
 }
 
 fn pairs_from(ctx: &Ctx<'_, '_>, from: usize) -> Vec<(String, String)> {

@@ -128,10 +128,11 @@ impl command::Body for McCall<'_, '_, '_> {
     }
 
     fn refuse(out: &mut Vec<u8>, msg: &[u8]) {
-        // Not reached today (a memcached connection is never unauthenticated, subscribed or
-        // in MULTI); were it, the refusal reads as memcached's own errors do.
+        // Write-behind's refusals (a full queue, a write-through the database refused) and,
+        // were they reached, the client checks' read as memcached's own errors do; Redis's
+        // generic `ERR ` code means nothing here.
         out.extend_from_slice(b"SERVER_ERROR ");
-        out.extend_from_slice(msg);
+        out.extend_from_slice(msg.strip_prefix(b"ERR ").unwrap_or(msg));
         out.extend_from_slice(b"\r\n");
     }
 }
