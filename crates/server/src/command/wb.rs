@@ -60,6 +60,7 @@ pub fn add(ctx: &mut Ctx<'_, '_>) {
     let name = String::from_utf8_lossy(ctx.arg(1)).into_owned();
     let pairs = pairs_from(ctx, 2);
     let added = writeback::MappingConfig::from_pairs(&name, &pairs)
+        .and_then(|config| keyed_table(ctx.shared, &config).map(|()| config))
         .and_then(|config| ctx.shared.writeback.add(config));
     match added {
         Ok(()) => {
@@ -69,6 +70,29 @@ pub fn add(ctx: &mut Ctx<'_, '_>) {
             ctx.ok()
         }
         Err(e) => ctx.err(format!("ERR {e}").as_bytes()),
+    }
+}
+
+/// An `sql_table` mapping's table, if it exists, must have an INTEGER PRIMARY KEY: its rows
+/// are written back keyed by it. (A table created later without one has its changes refused
+/// into the dead-letter list.)
+fn keyed_table(shared: &Shared, config: &writeback::MappingConfig) -> Result<(), String> {
+    let (Some(table), Some(sql)) = (&config.sql_table, &shared.sql) else {
+        return Ok(());
+    };
+    let describe = sql::Request::Describe {
+        table: table.clone(),
+    };
+    let Ok(sql::Reply::Describe(columns)) = sql.run(describe) else {
+        return Ok(()); // no such table yet
+    };
+    // SQLite tells a deleted row by its rowid only: the key must be the rowid.
+    let keys: Vec<_> = columns.iter().filter(|c| c.primary_key > 0).collect();
+    match keys.as_slice() {
+        [k] if k.decl_type.eq_ignore_ascii_case("INTEGER") => Ok(()),
+        _ => Err(format!(
+            "sql_table '{table}' needs an INTEGER PRIMARY KEY (one column): its rows are keyed by it in the database"
+        )),
     }
 }
 
