@@ -199,3 +199,33 @@ pub fn row_columns(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_encode_and_decode_as_text_with_nulls() {
+        let bytes = encode_row(&[
+            ("id", Cell::Integer(7)),
+            ("name", Cell::Text(b"it's")),
+            ("score", Cell::Real(0.5)),
+            ("note", Cell::Null),
+            ("raw", Cell::Blob(b"ok")),
+        ]);
+        let cols = decode_row(&bytes).unwrap();
+        let want: Vec<(String, Option<String>)> = [
+            ("id", Some("7")),
+            ("name", Some("it's")),
+            ("score", Some("0.5")),
+            ("note", None),
+            ("raw", Some("ok")),
+        ]
+        .iter()
+        .map(|(c, v)| (c.to_string(), v.map(str::to_string)))
+        .collect();
+        assert_eq!(cols, want);
+        assert!(decode_row(&encode_row(&[("b", Cell::Blob(&[0xff, 0xfe]))])).is_err());
+        assert!(decode_row(&bytes[..bytes.len() - 1]).is_err(), "a cut encoding");
+    }
+}

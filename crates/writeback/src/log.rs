@@ -529,6 +529,32 @@ mod tests {
     }
 
     #[test]
+    fn numbering_jumps_above_a_floor_and_stays_there_after_reopening() {
+        let dir = temp("advance");
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        assert_eq!(log.append(OpKind::String, b"k", b"1"), 1);
+        assert_eq!(log.advance_to(100).unwrap(), Some(100));
+        assert_eq!(log.advance_to(50).unwrap(), None, "already above");
+        assert_eq!(log.append(OpKind::String, b"k", b"2"), 101);
+        log.write_upto(101).unwrap();
+        let mut r = log.reader();
+        let ops: Vec<(u64, OpKind)> = std::iter::from_fn(|| r.next(101).unwrap())
+            .map(|rec| (rec.lsn, rec.op))
+            .collect();
+        assert_eq!(
+            ops,
+            [(1, OpKind::String), (100, OpKind::Mark), (101, OpKind::String)]
+        );
+        drop(log);
+        // A jump with nothing after it is kept by its mark record too.
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        assert_eq!(log.advance_to(500).unwrap(), Some(500));
+        drop(log);
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        assert_eq!(log.append(OpKind::Delete, b"k", b""), 501);
+    }
+
+    #[test]
     fn appends_reads_back_across_segments_and_reopens() {
         let dir = temp("segments");
         let log = Log::open(&dir, 100).unwrap();
