@@ -330,11 +330,20 @@ impl Engine {
             .cloned()
     }
 
-    /// Whether a write to `table` may run now: not while its mapping's log is full.
-    pub fn admit_table(&self, table: &str) -> Result<(), Refusal> {
-        match self.mapped_table(table) {
-            Some(m) if m.log.bytes() >= self.settings.read().max_bytes => Err(Refusal::Full),
-            _ => Ok(()),
+    /// Whether SQL writes may run now: not while an `sql_table` mapping's log is full. (Which
+    /// tables a statement writes is known only once the engine compiled it, so any full
+    /// `sql_table` log holds back every SQL.EXEC; key mappings are not concerned.)
+    pub fn admit_sql(&self) -> Result<(), Refusal> {
+        let max = self.settings.read().max_bytes;
+        let full = self
+            .mappings
+            .read()
+            .iter()
+            .any(|m| m.config.sql_table.is_some() && m.log.bytes() >= max);
+        if full {
+            Err(Refusal::Full)
+        } else {
+            Ok(())
         }
     }
 

@@ -1,7 +1,8 @@
 //! Write-behind on the command path, and its commands: WB.INFO, WB.ADD, WB.DEL, WB.DLQ.
 //!
 //! `admit` runs before a write command: a write to a mapped key whose log is full is refused
-//! (`-BUSY`) before it changes the cache. `after_write` runs after every command: what the
+//! (`-BUSY`) before it changes the cache, and so is SQL.EXEC while an `sql_table` mapping's
+//! log is full. `after_write` runs after every command: what the
 //! change tap captured for it goes to the log files before the reply, and under `wb-fsync
 //! always` the reply is deferred (through the client's mailbox, as SQL's replies are) until
 //! a group fsync covers it. The engine itself is the `writeback` crate.
@@ -21,7 +22,7 @@ pub(super) fn admit<B: Body>(
     command: &'static Command,
     body: &B,
 ) -> Option<&'static [u8]> {
-    let mut refused = false;
+    let mut refused = command.name == "sql.exec" && shared.writeback.admit_sql().is_err();
     body.for_each_key(command, &mut |key| {
         refused |= shared.writeback.admit(key).is_err();
     });
