@@ -83,7 +83,11 @@ def test_inserts_updates_deletes_arrive(db, tmp_path):
         # A failed statement changes nothing.
         with pytest.raises(Exception):
             r.execute_command("SQL.EXEC", "INSERT INTO stats (id, name) VALUES (1, 'dup')")
-        # A key moved by DELETE and INSERT (an UPDATE of the key is not followed: see the doc).
+        # The key column cannot be UPDATEd (the old key's row would be missed): refused, and
+        # moved by DELETE and INSERT instead.
+        for sql in ("UPDATE stats SET id = 50 WHERE id = 5", "UPDATE stats SET rowid = 50"):
+            with pytest.raises(Exception, match="cannot be UPDATEd"):
+                r.execute_command("SQL.EXEC", sql)
         r.execute_command(
             "SQL.EXEC",
             "INSERT INTO stats SELECT 50, name, hits, score FROM stats WHERE id = 5;"

@@ -5,7 +5,9 @@
 //! ([`ChangeSink::rows_changed`]) before the reply goes.
 //!
 //! The hook gives only a rowid (a deleted row's values are gone), so a table is written back
-//! only when its primary key is its rowid: one `INTEGER PRIMARY KEY` column. Reading the rows
+//! only when its primary key is its rowid: one `INTEGER PRIMARY KEY` column, and a statement
+//! that UPDATEs that column is refused ([`key_updates`]: the hook would name only the new
+//! rowid, and the old key's row would stay in the database). Reading the rows
 //! after the request, rather than at each hook call, makes the result right whatever the
 //! request did in between (a ROLLBACK TO a savepoint, a row changed twice). Expiry's deletes
 //! are not noted ([`Paused`]): expiry changes the cache, not the database.
@@ -16,9 +18,9 @@ use std::sync::Arc;
 
 use rusqlite::types::ValueRef;
 
-use crate::conn::Conn;
+use crate::conn::{Analysis, Conn};
 use crate::shared::Shared;
-use crate::{ChangeSink, Value};
+use crate::{ChangeSink, SqlError, Value};
 
 #[derive(Debug)]
 pub struct RowChanges<'a> {
@@ -79,6 +81,39 @@ pub(crate) fn install(shared: &Arc<Shared>, conn: &Conn) {
                 }
             });
         }));
+}
+
+/// Refuses a statement that UPDATEs the key (the rowid) of a table whose rows are wanted:
+/// the update hook names only a row's new rowid, so the old key's row would be missed.
+pub(crate) fn key_updates(shared: &Shared, conn: &Conn, a: &Analysis) -> Result<(), SqlError> {
+    if a.updates.is_empty() {
+        return Ok(());
+    }
+    let Some(sink) = shared.changes.get() else {
+        return Ok(());
+    };
+    for (table, column) in &a.updates {
+        if !sink.wants_rows(table) {
+            continue;
+        }
+        let key = matches!(column.as_str(), "rowid" | "oid" | "_rowid_")
+            || conn
+                .internal(|db| {
+                    db.query_row(
+                        "SELECT count(*) FROM pragma_table_info(?1) WHERE pk > 0 AND lower(name) = ?2",
+                        [table, column],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .unwrap_or(0)
+                > 0;
+        if key {
+            return Err(SqlError::refused(format!(
+                "table '{table}' is written back by its primary key: its key column cannot be UPDATEd (DELETE and INSERT the row instead)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Starts noting for a client's request on this (the writer) thread.
