@@ -101,8 +101,14 @@ def info(r, name):
 
 def drained(r, names=("users", "notes"), timeout=30.0):
     deadline = time.monotonic() + timeout
+    states = None
     while time.monotonic() < deadline:
-        states = [info(r, n) for n in names]
+        try:
+            states = [info(r, n) for n in names]
+        except redis.exceptions.BusyLoadingError:
+            # A restart that found a snapshot answers -LOADING until it is read.
+            time.sleep(0.05)
+            continue
         if all(s["queue"] == "0" for s in states):
             return states
         time.sleep(0.05)

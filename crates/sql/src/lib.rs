@@ -47,8 +47,8 @@ mod types;
 mod worker;
 
 pub use changes::{ChangeSink, SqlChange};
-pub use rows::RowChanges;
 pub use error::{ErrorKind, SqlError};
+pub use rows::RowChanges;
 pub use snapshot::SqlSnapshot;
 pub use types::{ColumnInfo, ExpiryRules, Reply, Request, SqlStats, Value};
 

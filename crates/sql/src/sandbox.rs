@@ -130,7 +130,10 @@ fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
         | AuthAction::Update { table_name, .. } => {
             if let AuthAction::Update { column_name, .. } = ctx.action {
                 if !system(table_name) {
-                    let pair = (table_name.to_ascii_lowercase(), column_name.to_ascii_lowercase());
+                    let pair = (
+                        table_name.to_ascii_lowercase(),
+                        column_name.to_ascii_lowercase(),
+                    );
                     if !st.seen.updates.contains(&pair) {
                         st.seen.updates.push(pair);
                     }

@@ -166,7 +166,10 @@ impl MappingConfig {
             if value.is_some() || value_column.is_some() {
                 return Err("an sql_table mapping takes no value nor value_column".into());
             }
-            if pairs.iter().any(|(k, _)| k.replace('-', "_").eq_ignore_ascii_case("key_column")) {
+            if pairs
+                .iter()
+                .any(|(k, _)| k.replace('-', "_").eq_ignore_ascii_case("key_column"))
+            {
                 return Err("an sql_table mapping takes no key_column (the primary key is)".into());
             }
             prefix = Some(String::new());
@@ -278,7 +281,10 @@ mod tests {
         assert!(MappingConfig::from_pairs("a", &p).is_err());
         let mut p = pairs(&base);
         p.push(("sql_table".into(), "stats".into()));
-        assert!(MappingConfig::from_pairs("a", &p).is_err(), "prefix and sql_table");
+        assert!(
+            MappingConfig::from_pairs("a", &p).is_err(),
+            "prefix and sql_table"
+        );
     }
 
     #[test]

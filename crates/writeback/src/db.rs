@@ -226,6 +226,9 @@ mod tests {
         .collect();
         assert_eq!(cols, want);
         assert!(decode_row(&encode_row(&[("b", Cell::Blob(&[0xff, 0xfe]))])).is_err());
-        assert!(decode_row(&bytes[..bytes.len() - 1]).is_err(), "a cut encoding");
+        assert!(
+            decode_row(&bytes[..bytes.len() - 1]).is_err(),
+            "a cut encoding"
+        );
     }
 }

@@ -543,7 +543,11 @@ mod tests {
             .collect();
         assert_eq!(
             ops,
-            [(1, OpKind::String), (100, OpKind::Mark), (101, OpKind::String)]
+            [
+                (1, OpKind::String),
+                (100, OpKind::Mark),
+                (101, OpKind::String)
+            ]
         );
         drop(log);
         // A jump with nothing after it is kept by its mark record too.
