@@ -205,10 +205,9 @@ fn tell(sink: &dyn ChangeSink, conn: &Conn, table: &str, seen: Vec<i64>) {
             .into_iter()
             .map(|rowid| {
                 let mut rows = stmt.query([rowid])?;
-                let row = match rows.next()? {
-                    Some(r) => Some((0..n).map(|i| value_of(r.get_ref_unwrap(i))).collect()),
-                    None => None,
-                };
+                let row = rows
+                    .next()?
+                    .map(|r| (0..n).map(|i| value_of(r.get_ref_unwrap(i))).collect());
                 Ok((Value::Integer(rowid), row))
             })
             .collect()
