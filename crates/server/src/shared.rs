@@ -90,7 +90,10 @@ impl Shared {
         let sql = match sql::SqlEngine::new(sql_config) {
             Ok(engine) => {
                 // SQL tables change in the change stream too (their own log).
-                engine.set_change_sink(Arc::new(crate::sql_changes::SqlChanges(store.clone())));
+                engine.set_change_sink(Arc::new(crate::sql_changes::SqlChanges(
+                    store.clone(),
+                    writeback.clone(),
+                )));
                 Some(engine)
             }
             Err(e) => {

@@ -6,16 +6,22 @@
 //! in log order through the command path on an engine holding the same tables, they rebuild
 //! the same rows (a replica or a snapshot restore does this).
 //!
+//! The sink also hands write-behind the rows a client's request changed in a table an
+//! `sql_table` mapping names (`wants_rows`, `rows_changed`): each row goes to the mapping's log
+//! as it is after the request (a gone row as a delete), durable as the mapping's fsync rule
+//! says before the SQL reply goes. A replica's rows are its primary's, which writes them back.
+//!
 //! The SQL log numbers every change like the shards' logs do, whether or not a consumer reads
 //! it; the command is only encoded while one does (`Store::record_sql_with`).
 
 use std::sync::Arc;
 
-use sql::{SqlChange, Value};
+use sql::{RowChanges, SqlChange, Value};
 use store::{Author, Store};
 
-/// The engine's change sink, writing into `store`'s SQL log.
-pub struct SqlChanges(pub Arc<Store>);
+/// The engine's change sink, writing into `store`'s SQL log (and mapped tables' rows into
+/// write-behind).
+pub struct SqlChanges(pub Arc<Store>, pub Arc<writeback::Engine>);
 
 impl sql::ChangeSink for SqlChanges {
     fn wants(&self) -> bool {
@@ -38,6 +44,68 @@ impl sql::ChangeSink for SqlChanges {
         // The engine numbers its next change `position + 1`; the store's SQL log must agree,
         // so that a snapshot's SQL position and the change stream name the same change.
         self.0.restart_sql_log_at(position);
+    }
+
+    fn wants_rows(&self, table: &str) -> bool {
+        !self.0.replica_mode() && self.1.mapped_table(table).is_some()
+    }
+
+    fn rows_changed(&self, rows: &RowChanges<'_>) {
+        if self.0.replica_mode() {
+            return;
+        }
+        let Some(m) = self.1.mapped_table(rows.table) else {
+            return;
+        };
+        let key_column = match &rows.key_column {
+            Ok(k) => *k,
+            Err(why) => return m.refuse(rows.table.as_bytes(), why),
+        };
+        for (pk, row) in rows.rows {
+            let key = key_text(pk);
+            match row {
+                Some(values) => {
+                    // The key column first (the log's row encoding wants it there).
+                    let mut cols: Vec<(&str, writeback::Cell<'_>)> = vec![(key_column, cell(pk))];
+                    for (name, v) in rows.columns.iter().zip(values) {
+                        if name != key_column {
+                            cols.push((name, cell(v)));
+                        }
+                    }
+                    let value = writeback::encode_row(&cols);
+                    self.1.capture_row(&m, &key, writeback::OpKind::Row, &value);
+                }
+                None => {
+                    let value = writeback::encode_row(&[(key_column, cell(pk))]);
+                    self.1
+                        .capture_row(&m, &key, writeback::OpKind::Delete, &value);
+                }
+            }
+        }
+        // Durable before the reply, as a key's change is (the reply goes after this call).
+        if let Some(durable) = self.1.commit() {
+            durable.wait();
+        }
+    }
+}
+
+fn cell(v: &Value) -> writeback::Cell<'_> {
+    match v {
+        Value::Null => writeback::Cell::Null,
+        Value::Integer(i) => writeback::Cell::Integer(*i),
+        Value::Real(f) => writeback::Cell::Real(*f),
+        Value::Text(b) => writeback::Cell::Text(b),
+        Value::Blob(b) => writeback::Cell::Blob(b),
+    }
+}
+
+/// A primary key value as the row's id in the log and the database (text).
+fn key_text(v: &Value) -> Vec<u8> {
+    match v {
+        Value::Null => Vec::new(),
+        Value::Integer(i) => i.to_string().into_bytes(),
+        Value::Real(f) => format!("{f:?}").into_bytes(),
+        Value::Text(b) | Value::Blob(b) => b.clone(),
     }
 }
 

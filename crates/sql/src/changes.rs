@@ -6,7 +6,7 @@
 //! is not), and only while the sink wants changes: with nobody listening, a write pays one call
 //! of [`ChangeSink::wants`].
 
-use crate::{ExpiryRules, Value};
+use crate::{ExpiryRules, RowChanges, Value};
 
 /// One change to the tables.
 #[derive(Debug, PartialEq)]
@@ -41,4 +41,12 @@ pub trait ChangeSink: Send + Sync {
     /// the next change is numbered `position + 1`, and a sink that numbers changes continues
     /// from there. Called on the writer thread before any change made after the restore.
     fn restored(&self, _position: u64) {}
+    /// Whether the rows a client's request changes in `table` (lower-case) are wanted, as
+    /// [`ChangeSink::rows_changed`]: asked on the writer thread for each row changed.
+    fn wants_rows(&self, _table: &str) -> bool {
+        false
+    }
+    /// The rows a client's request changed in one wanted table, as they are after it; called
+    /// on the writer thread after the request succeeded and before its reply (`crate::rows`).
+    fn rows_changed(&self, _rows: &RowChanges<'_>) {}
 }

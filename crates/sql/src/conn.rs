@@ -100,6 +100,8 @@ pub(crate) struct Analysis {
     pub readonly: bool,
     /// It is an ALTER TABLE (which may rename a table into cairn's reserved names).
     pub alter: bool,
+    /// (table, column) pairs it UPDATEs, lower-case (write-behind refuses key changes).
+    pub updates: Vec<(String, String)>,
 }
 
 pub(crate) struct Conn {

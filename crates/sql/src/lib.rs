@@ -38,6 +38,7 @@ mod guard;
 mod pace;
 mod queue;
 mod registry;
+mod rows;
 mod sandbox;
 mod shared;
 mod snapshot;
@@ -47,6 +48,7 @@ mod worker;
 
 pub use changes::{ChangeSink, SqlChange};
 pub use error::{ErrorKind, SqlError};
+pub use rows::RowChanges;
 pub use snapshot::SqlSnapshot;
 pub use types::{ColumnInfo, ExpiryRules, Reply, Request, SqlStats, Value};
 

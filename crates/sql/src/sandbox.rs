@@ -39,6 +39,9 @@ pub(crate) struct AuthState {
     pub seen: Analysis,
     /// Tables this statement drops: their `_cairn_*` triggers go with them.
     dropping: Vec<String>,
+    /// The last action asked about was a DROP: SQLite's DROP TABLE / VIEW asks next for a
+    /// DELETE of the object, which must be allowed (IGNORE would skip the drop).
+    after_drop: bool,
 }
 
 impl AuthState {
@@ -48,6 +51,7 @@ impl AuthState {
         self.seen = Analysis::default();
         self.running = false;
         self.dropping.clear();
+        self.after_drop = false;
     }
 }
 
@@ -73,7 +77,26 @@ pub(crate) fn authorize(st: &mut AuthState, ctx: AuthContext<'_>) -> Authorizati
     if st.internal {
         return Authorization::Allow;
     }
+    let after_drop = std::mem::replace(
+        &mut st.after_drop,
+        matches!(
+            ctx.action,
+            AuthAction::DropTable { .. }
+                | AuthAction::DropView { .. }
+                | AuthAction::DropTempTable { .. }
+                | AuthAction::DropTempView { .. }
+        ),
+    );
     match decide(st, &ctx) {
+        // SQLite's truncate optimisation (a DELETE without WHERE dropping all rows at once)
+        // would bypass the update hook that tells write-behind which rows went (`crate::rows`);
+        // IGNORE for a DELETE statement's check turns it off, and the rows go one by one.
+        Ok(())
+            if !after_drop
+                && matches!(ctx.action, AuthAction::Delete { table_name } if !system(table_name)) =>
+        {
+            Authorization::Ignore
+        }
         Ok(()) => Authorization::Allow,
         Err(why) => {
             st.refusal.get_or_insert(why);
@@ -122,6 +145,17 @@ fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
         AuthAction::Insert { table_name }
         | AuthAction::Delete { table_name }
         | AuthAction::Update { table_name, .. } => {
+            if let AuthAction::Update { column_name, .. } = ctx.action {
+                if !system(table_name) {
+                    let pair = (
+                        table_name.to_ascii_lowercase(),
+                        column_name.to_ascii_lowercase(),
+                    );
+                    if !st.seen.updates.contains(&pair) {
+                        st.seen.updates.push(pair);
+                    }
+                }
+            }
             if reserved(table_name) && !from_engine {
                 return Err(format!(
                     "{table_name} holds cairn's row metadata and is read-only"

@@ -29,6 +29,7 @@ pub(crate) fn reader(shared: Arc<Shared>, mut conn: Conn, express: bool) {
 }
 
 pub(crate) fn writer(shared: Arc<Shared>, mut conn: Conn) {
+    crate::rows::install(&shared, &conn);
     let every = shared.config.sweep_interval;
     let mut next_sweep = Instant::now() + every;
     loop {
@@ -144,11 +145,13 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
             let (out, fx) = match req {
                 Request::Exec { sql, params } => {
                     let mut fx = Effects::default();
+                    crate::rows::begin();
                     let r = guarded(conn, |conn| {
                         let (r, f) = exec::exec(shared, conn, &sql, &params);
                         fx = f;
                         r
                     });
+                    crate::rows::finish(shared, conn, r.is_ok());
                     if r.is_ok() && (fx.wrote || fx.ddl) {
                         shared.tell(|| SqlChange::Statement {
                             query: false,
@@ -161,6 +164,7 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
                 }
                 Request::Query { sql, params } => {
                     let mut fx = Effects::default();
+                    crate::rows::begin();
                     let r = guarded(conn, |conn| {
                         match exec::query(shared, conn, Side::Writer, &sql, &params) {
                             Outcome::Done(r, f) => {
@@ -170,6 +174,7 @@ fn writer_job(shared: &Shared, conn: &mut Conn, job: Job) {
                             Outcome::ToWriter => unreachable!("the writer runs every statement"),
                         }
                     });
+                    crate::rows::finish(shared, conn, r.is_ok());
                     if r.is_ok() && (fx.wrote || fx.ddl) {
                         shared.tell(|| SqlChange::Statement {
                             query: true,

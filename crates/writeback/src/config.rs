@@ -1,5 +1,5 @@
-//! One mapping's configuration: which keys (a prefix), which database and table, how values
-//! become columns, and the flusher's pacing. Parsed from `key value` pairs, the one form both
+//! One mapping's configuration: which keys (a prefix) or which of cairn's SQL tables, which
+//! database and table, how values become columns, and the flusher's pacing. Parsed from `key value` pairs, the one form both
 //! the TOML file's `[[writeback]]` tables and `WB.ADD name key value ...` give.
 
 use std::time::Duration;
@@ -35,7 +35,11 @@ pub enum Database {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MappingConfig {
     pub name: String,
+    /// The keys mapped; empty for an `sql_table` mapping (which maps no keys).
     pub prefix: String,
+    /// The cairn SQL table whose rows are written back (instead of keys): its rows go to the
+    /// same-schema `table`, keyed by its one-column primary key.
+    pub sql_table: Option<String>,
     pub database: Database,
     pub table: String,
     pub key_column: String,
@@ -99,6 +103,7 @@ impl MappingConfig {
     pub fn from_pairs(name: &str, pairs: &[(String, String)]) -> Result<MappingConfig, String> {
         let name = identifier("name", name)?;
         let mut prefix = None;
+        let mut sql_table = None;
         let mut database = None;
         let mut table = None;
         let mut key_column = "id".to_string();
@@ -175,11 +180,29 @@ impl MappingConfig {
                     let d = parse_duration(v)?;
                     ttl = (!d.is_zero()).then_some(d);
                 }
-                "sql_table" => {
-                    return Err(format!("'{k}' is not implemented yet"));
-                }
+                "sql_table" => sql_table = Some(identifier("sql_table", v)?.to_ascii_lowercase()),
                 _ => return Err(format!("unknown mapping key '{k}'")),
             }
+        }
+        if sql_table.is_some() {
+            // A row's columns are the table's own: none of the key mapping's shape applies.
+            if prefix.is_some() {
+                return Err("a mapping takes a prefix or an sql_table, not both".into());
+            }
+            if value.is_some() || value_column.is_some() {
+                return Err("an sql_table mapping takes no value nor value_column".into());
+            }
+            if pairs
+                .iter()
+                .any(|(k, _)| k.replace('-', "_").eq_ignore_ascii_case("key_column"))
+            {
+                return Err("an sql_table mapping takes no key_column (the primary key is)".into());
+            }
+            // A row written by SQL.EXEC has no previous record to restore nor a key to load.
+            if mode == Mode::Through || read_through {
+                return Err("an sql_table mapping is write-behind only (no through, no read_through)".into());
+            }
+            prefix = Some(String::new());
         }
         let value = match (value.as_deref(), value_column) {
             (Some("hash") | None, None) => ValueShape::Hash,
@@ -189,7 +212,8 @@ impl MappingConfig {
             (Some(v), _) => return Err(format!("value '{v}': expected hash or string")),
         };
         Ok(MappingConfig {
-            prefix: prefix.ok_or("a mapping needs a prefix")?,
+            prefix: prefix.ok_or("a mapping needs a prefix (or an sql_table)")?,
+            sql_table,
             database: database.ok_or("a mapping needs a database")?,
             table: table.ok_or("a mapping needs a table")?,
             name,
@@ -210,7 +234,10 @@ impl MappingConfig {
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![
             ("name", self.name.clone()),
-            ("prefix", self.prefix.clone()),
+            match &self.sql_table {
+                Some(t) => ("sql_table", t.clone()),
+                None => ("prefix", self.prefix.clone()),
+            },
             (
                 "database",
                 match &self.database {
@@ -219,13 +246,15 @@ impl MappingConfig {
                 },
             ),
             ("table", self.table.clone()),
-            ("key_column", self.key_column.clone()),
         ];
-        match &self.value {
-            ValueShape::Hash => out.push(("value", "hash".into())),
-            ValueShape::String { column } => {
-                out.push(("value", "string".into()));
-                out.push(("value_column", column.clone()));
+        if self.sql_table.is_none() {
+            out.push(("key_column", self.key_column.clone()));
+            match &self.value {
+                ValueShape::Hash => out.push(("value", "hash".into())),
+                ValueShape::String { column } => {
+                    out.push(("value", "string".into()));
+                    out.push(("value_column", column.clone()));
+                }
             }
         }
         let mode = match self.mode {
@@ -318,5 +347,35 @@ mod tests {
         let mut p = pairs(&base);
         p.push(("read_through".into(), "maybe".into()));
         assert!(MappingConfig::from_pairs("a", &p).is_err());
+        let mut p = pairs(&base);
+        p.push(("sql_table".into(), "stats".into()));
+        assert!(
+            MappingConfig::from_pairs("a", &p).is_err(),
+            "prefix and sql_table"
+        );
+    }
+
+    #[test]
+    fn sql_table_mapping_round_trips() {
+        let c = MappingConfig::from_pairs(
+            "stats",
+            &pairs(&[
+                ("sql_table", "Stats"),
+                ("database", "sqlite:///tmp/x.db"),
+                ("table", "stats"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.sql_table.as_deref(), Some("stats"));
+        assert_eq!(c.prefix, "");
+        let back: Vec<(String, String)> = c
+            .to_pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(MappingConfig::from_pairs("stats", &back).unwrap(), c);
+        let mut p = back.clone();
+        p.push(("value".into(), "hash".into()));
+        assert!(MappingConfig::from_pairs("stats", &p).is_err());
     }
 }

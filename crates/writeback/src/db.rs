@@ -9,9 +9,11 @@
 
 use crate::config::{MappingConfig, ValueShape};
 
-/// One row change, ready for SQL: the key's id (the key less the mapping's prefix).
+/// One row change, ready for SQL: the key's id (the key less the mapping's prefix, or an SQL
+/// row's primary key value) in `key_column`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
+    pub key_column: String,
     pub id: String,
     pub lsn: u64,
     pub change: RowChange,
@@ -20,8 +22,76 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RowChange {
     Delete,
-    /// Column name and value as text (the database converts it to the column's type).
-    Upsert(Vec<(String, String)>),
+    /// Column name and value as text, the database converting it to the column's type
+    /// (`None`: NULL).
+    Upsert(Vec<(String, Option<String>)>),
+}
+
+/// One column value of a cairn SQL row, as the log keeps it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cell<'a> {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(&'a [u8]),
+    Blob(&'a [u8]),
+}
+
+/// A row's columns as a log record's value: `[count u16]` then per column `[name_len u16]
+/// [name][tag u8][len u32][bytes]`. The first column is the primary key.
+pub fn encode_row(columns: &[(&str, Cell<'_>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+    for (name, cell) in columns {
+        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+        let (tag, bytes): (u8, std::borrow::Cow<'_, [u8]>) = match cell {
+            Cell::Null => (0, (&[][..]).into()),
+            Cell::Integer(i) => (1, i.to_string().into_bytes().into()),
+            // `{:?}` keeps a `.0` or an exponent, so the text reads back as the same number.
+            Cell::Real(f) => (2, format!("{f:?}").into_bytes().into()),
+            Cell::Text(b) => (3, (*b).into()),
+            Cell::Blob(b) => (4, (*b).into()),
+        };
+        out.push(tag);
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
+/// Reads [`encode_row`]'s columns back as text (None: NULL); an error for a value that is not
+/// text (a BLOB that is not UTF-8) or a damaged encoding.
+pub fn decode_row(mut buf: &[u8]) -> Result<Vec<(String, Option<String>)>, String> {
+    fn take<'b>(buf: &mut &'b [u8], n: usize) -> Result<&'b [u8], String> {
+        if buf.len() < n {
+            return Err("damaged row encoding".into());
+        }
+        let (head, rest) = buf.split_at(n);
+        *buf = rest;
+        Ok(head)
+    }
+    let count = u16::from_le_bytes(take(&mut buf, 2)?.try_into().expect("2 bytes"));
+    let mut out = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let n = u16::from_le_bytes(take(&mut buf, 2)?.try_into().expect("2 bytes")) as usize;
+        let name = String::from_utf8(take(&mut buf, n)?.to_vec())
+            .map_err(|_| "column name is not UTF-8".to_string())?;
+        let tag = take(&mut buf, 1)?[0];
+        let n = u32::from_le_bytes(take(&mut buf, 4)?.try_into().expect("4 bytes")) as usize;
+        let bytes = take(&mut buf, n)?;
+        let value = match tag {
+            0 => None,
+            1..=4 => Some(
+                std::str::from_utf8(bytes)
+                    .map_err(|_| format!("column '{name}' holds a BLOB that is not UTF-8 text"))?
+                    .to_string(),
+            ),
+            _ => return Err("damaged row encoding".into()),
+        };
+        out.push((name, value));
+    }
+    Ok(out)
 }
 
 /// Why a database call failed.
@@ -44,6 +114,9 @@ impl std::fmt::Display for DbError {
 pub trait Driver: Send {
     /// Creates cairn's tables if missing; the mapping's checkpoint (0: none yet).
     fn checkpoint(&mut self, mapping: &str) -> Result<u64, DbError>;
+    /// The highest number the database holds for the mapping: its checkpoint or the greatest
+    /// key version, whichever is higher (a log must number its next change above it).
+    fn floor(&mut self, mapping: &str) -> Result<u64, DbError>;
     /// Applies `rows` (one per key, in log order) and sets the checkpoint to `checkpoint`, in
     /// one transaction. Returns how many rows changed the table (guards may skip some).
     fn apply(&mut self, cfg: &MappingConfig, rows: &[Row], checkpoint: u64)
@@ -107,8 +180,8 @@ pub(crate) fn quoted(name: &str) -> String {
 }
 
 /// The upsert's column list for `row`: the key column, then the value columns.
-pub(crate) fn columns<'r>(cfg: &'r MappingConfig, cols: &'r [(String, String)]) -> Vec<&'r str> {
-    std::iter::once(cfg.key_column.as_str())
+pub(crate) fn columns<'r>(row: &'r Row, cols: &'r [(String, Option<String>)]) -> Vec<&'r str> {
+    std::iter::once(row.key_column.as_str())
         .chain(cols.iter().map(|(c, _)| c.as_str()))
         .collect()
 }
@@ -118,12 +191,19 @@ pub fn row_columns(
     cfg: &MappingConfig,
     op: crate::log::OpKind,
     value: &[u8],
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, Option<String>)>, String> {
     let text = |b: &[u8]| {
         std::str::from_utf8(b)
-            .map(str::to_string)
+            .map(|s| Some(s.to_string()))
             .map_err(|_| "value is not UTF-8 text".to_string())
     };
+    if cfg.sql_table.is_some() || op == crate::log::OpKind::Row {
+        if cfg.sql_table.is_none() || op != crate::log::OpKind::Row {
+            return Err("a row of an SQL table and a key mapping do not match".into());
+        }
+        // The first column is the key (the row's primary key): the rest are set.
+        return decode_row(value).map(|mut cols| cols.split_off(1.min(cols.len())));
+    }
     match (&cfg.value, op) {
         (ValueShape::String { column }, crate::log::OpKind::String) => {
             Ok(vec![(column.clone(), text(value)?)])
@@ -131,7 +211,7 @@ pub fn row_columns(
         (ValueShape::Hash, crate::log::OpKind::Hash) => {
             let mut out = Vec::new();
             for (field, v) in store::hash::fields(value) {
-                let name = text(field)?;
+                let name = text(field)?.unwrap_or_default();
                 let plain = !name.is_empty()
                     && name.len() <= 63
                     && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
@@ -142,6 +222,9 @@ pub fn row_columns(
             }
             Ok(out)
         }
+        (_, crate::log::OpKind::Row | crate::log::OpKind::Mark) => {
+            Err("not a change of a key".into())
+        }
         (_, crate::log::OpKind::Collection) => {
             Err("the key holds a set, sorted set or list, which no mapping stores".into())
         }
@@ -149,5 +232,38 @@ pub fn row_columns(
         (ValueShape::String { .. }, _) => {
             Err("the mapping wants strings; the key holds a hash".into())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_encode_and_decode_as_text_with_nulls() {
+        let bytes = encode_row(&[
+            ("id", Cell::Integer(7)),
+            ("name", Cell::Text(b"it's")),
+            ("score", Cell::Real(0.5)),
+            ("note", Cell::Null),
+            ("raw", Cell::Blob(b"ok")),
+        ]);
+        let cols = decode_row(&bytes).unwrap();
+        let want: Vec<(String, Option<String>)> = [
+            ("id", Some("7")),
+            ("name", Some("it's")),
+            ("score", Some("0.5")),
+            ("note", None),
+            ("raw", Some("ok")),
+        ]
+        .iter()
+        .map(|(c, v)| (c.to_string(), v.map(str::to_string)))
+        .collect();
+        assert_eq!(cols, want);
+        assert!(decode_row(&encode_row(&[("b", Cell::Blob(&[0xff, 0xfe]))])).is_err());
+        assert!(
+            decode_row(&bytes[..bytes.len() - 1]).is_err(),
+            "a cut encoding"
+        );
     }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::db::{connect, row_columns, DbError, Driver, Row, RowChange};
+use crate::db::{connect, decode_row, row_columns, DbError, Driver, Row, RowChange};
 use crate::log::{now_micros, OpKind, Record};
 use crate::Mapping;
 
@@ -112,7 +112,8 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
             }
             last = r.lsn;
             match to_row(&mapping, &r) {
-                Ok(row) => match slot {
+                Ok(None) => {}
+                Ok(Some(row)) => match slot {
                     Some(i) => rows[i] = row,
                     None => {
                         index.insert(r.key.clone(), rows.len());
@@ -229,19 +230,34 @@ fn next_after(
     }
 }
 
-fn to_row(mapping: &Mapping, r: &Record) -> Result<Row, String> {
+/// The row change a record asks for; None for a record that changes nothing (a mark).
+fn to_row(mapping: &Mapping, r: &Record) -> Result<Option<Row>, String> {
+    if r.op == OpKind::Mark {
+        return Ok(None);
+    }
     let id = std::str::from_utf8(&r.key[mapping.config.prefix.len().min(r.key.len())..])
         .map_err(|_| "key is not UTF-8 text".to_string())?
         .to_string();
+    // An SQL row's record names its primary key column first (a delete's value is that
+    // column alone); a key's is the mapping's.
+    let key_column = if mapping.config.sql_table.is_some() {
+        match decode_row(&r.value)?.into_iter().next() {
+            Some((name, _)) => name,
+            None => return Err("the row record names no primary key column".into()),
+        }
+    } else {
+        mapping.config.key_column.clone()
+    };
     let change = match r.op {
         OpKind::Delete => RowChange::Delete,
         op => RowChange::Upsert(row_columns(&mapping.config, op, &r.value)?),
     };
-    Ok(Row {
+    Ok(Some(Row {
+        key_column,
         id,
         lsn: r.lsn,
         change,
-    })
+    }))
 }
 
 impl Mapping {

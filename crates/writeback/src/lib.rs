@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 pub use config::{Database, MappingConfig, Mode, ValueShape};
+pub use db::{encode_row, Cell};
 pub use log::OpKind;
 pub use read::{Loaded, Miss, Sink, Waiter};
 pub use through::{Done, Failed, Undo};
@@ -154,6 +155,26 @@ impl Mapping {
         dead.push(DeadLetter {
             lsn: r.lsn,
             key: r.key.clone(),
+            reason: why.to_string(),
+        });
+    }
+
+    /// A change that cannot be written back at all (a mapped SQL table without a one-column
+    /// primary key): logged, counted and kept in the dead-letter list; the cache has it.
+    pub fn refuse(&self, key: &[u8], why: &str) {
+        tracing::error!(
+            "write-behind {}: a change is not written back: {why}",
+            self.config.name
+        );
+        *self.stats.last_error.lock() = Some(why.to_string());
+        self.stats.dead_letters.fetch_add(1, Relaxed);
+        let mut dead = self.dead.lock();
+        if dead.len() >= 10_000 {
+            dead.remove(0);
+        }
+        dead.push(DeadLetter {
+            lsn: 0,
+            key: key.to_vec(),
             reason: why.to_string(),
         });
     }
@@ -309,21 +330,10 @@ impl Engine {
         self.settings.read().dir.join("wb").join(name)
     }
 
-    /// Adds a mapping: opens (or resumes) its log and starts its flusher and syncer.
+    /// Adds a mapping: opens (or resumes) its log, numbers it above what the database holds
+    /// (`rebase`), and starts its flusher and syncer.
     pub fn add(&self, config: MappingConfig) -> Result<(), String> {
-        let mut mappings = self.mappings.write();
-        if mappings.iter().any(|m| m.config.name == config.name) {
-            return Err(format!("mapping '{}' exists", config.name));
-        }
-        if let Some(m) = mappings.iter().find(|m| {
-            m.config.prefix.starts_with(&config.prefix)
-                || config.prefix.starts_with(&m.config.prefix)
-        }) {
-            return Err(format!(
-                "prefix '{}' overlaps mapping '{}' ('{}')",
-                config.prefix, m.config.name, m.config.prefix
-            ));
-        }
+        self.conflict(&config)?;
         let sink = self.sink.read().clone();
         if config.read_through && sink.is_none() {
             return Err("read_through needs the server's store (not set)".into());
@@ -334,6 +344,10 @@ impl Engine {
         let segment = (max / 8).clamp(4 << 10, 64 << 20);
         let log = log::Log::open(&dir, segment)
             .map_err(|e| format!("write-behind log {}: {e}", dir.display()))?;
+        // Outside the mappings' lock: it may wait for the database (bounded).
+        rebase(&config, &log);
+        let mut mappings = self.mappings.write();
+        self.conflict_in(&mappings, &config)?;
         let mapping = Arc::new(Mapping {
             config,
             log,
@@ -373,6 +387,50 @@ impl Engine {
         mappings.push(mapping);
         self.update_flags(&mappings);
         Ok(())
+    }
+
+    /// Why `config` cannot join the mappings, if it cannot.
+    fn conflict(&self, config: &MappingConfig) -> Result<(), String> {
+        self.conflict_in(&self.mappings.read(), config)
+    }
+
+    fn conflict_in(&self, mappings: &[Arc<Mapping>], config: &MappingConfig) -> Result<(), String> {
+        if mappings.iter().any(|m| m.config.name == config.name) {
+            return Err(format!("mapping '{}' exists", config.name));
+        }
+        if let Some(table) = &config.sql_table {
+            if let Some(m) = mappings
+                .iter()
+                .find(|m| m.config.sql_table.as_ref() == Some(table))
+            {
+                return Err(format!(
+                    "sql_table '{table}' is mapped by '{}'",
+                    m.config.name
+                ));
+            }
+            return Ok(());
+        }
+        if let Some(m) = mappings.iter().find(|m| {
+            m.config.sql_table.is_none()
+                && (m.config.prefix.starts_with(&config.prefix)
+                    || config.prefix.starts_with(&m.config.prefix))
+        }) {
+            return Err(format!(
+                "prefix '{}' overlaps mapping '{}' ('{}')",
+                config.prefix, m.config.name, m.config.prefix
+            ));
+        }
+        Ok(())
+    }
+
+    /// Numbers every mapping's next change above what its database holds. Called when this
+    /// node becomes a primary: its logs were silent while it was a replica, and the database
+    /// holds the old primary's (higher) numbers, which would make the version guard skip the
+    /// new primary's changes.
+    pub fn rebase_all(&self) {
+        for m in self.mappings() {
+            rebase(&m.config, &m.log);
+        }
     }
 
     /// Removes a mapping: its flusher stops; its log stays on disk (adding the mapping again
@@ -416,8 +474,45 @@ impl Engine {
         self.mappings
             .read()
             .iter()
-            .find(|m| key.starts_with(m.config.prefix.as_bytes()))
+            .find(|m| m.config.sql_table.is_none() && key.starts_with(m.config.prefix.as_bytes()))
             .cloned()
+    }
+
+    /// The mapping of cairn's SQL table `table` (lower-case), if any.
+    pub fn mapped_table(&self, table: &str) -> Option<Arc<Mapping>> {
+        if !self.active() {
+            return None;
+        }
+        self.mappings
+            .read()
+            .iter()
+            .find(|m| m.config.sql_table.as_deref() == Some(table))
+            .cloned()
+    }
+
+    /// Whether SQL writes may run now: not while an `sql_table` mapping's log is full. (Which
+    /// tables a statement writes is known only once the engine compiled it, so any full
+    /// `sql_table` log holds back every SQL.EXEC; key mappings are not concerned.)
+    pub fn admit_sql(&self) -> Result<(), Refusal> {
+        let max = self.settings.read().max_bytes;
+        let full = self
+            .mappings
+            .read()
+            .iter()
+            .any(|m| m.config.sql_table.is_some() && m.log.bytes() >= max);
+        if full {
+            Err(Refusal::Full)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Buffers a change of a row of `m`'s SQL table (key: its primary key value as text;
+    /// value: [`db::encode_row`]'s columns, the key column first) and notes it for
+    /// [`Engine::commit`], as [`Engine::capture`] does for a key.
+    pub fn capture_row(&self, m: &Arc<Mapping>, key: &[u8], op: OpKind, value: &[u8]) {
+        let lsn = m.log.append(op, key, value);
+        note_captured(m, lsn);
     }
 
     /// Checked before a write command runs: a write to a key whose mapping's log is full is
@@ -507,13 +602,7 @@ impl Engine {
     }
 
     fn captured(&self, m: Arc<Mapping>, lsn: u64) {
-        CAPTURED.with(|c| {
-            let mut c = c.borrow_mut();
-            match c.iter_mut().find(|(x, _)| Arc::ptr_eq(x, &m)) {
-                Some(entry) => entry.1 = lsn,
-                None => c.push((m, lsn)),
-            }
-        });
+        note_captured(&m, lsn);
     }
 
     /// After a command ran on this thread: writes what it captured to the logs' files (a group
@@ -566,6 +655,44 @@ impl Engine {
     }
 }
 
+fn note_captured(m: &Arc<Mapping>, lsn: u64) {
+    CAPTURED.with(|c| {
+        let mut c = c.borrow_mut();
+        match c.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
+            Some(entry) => entry.1 = lsn,
+            None => c.push((m.clone(), lsn)),
+        }
+    });
+}
+
+/// Numbers `log`'s next change above the database's checkpoint and key versions for the
+/// mapping, so the version guard lets it through (a log that did not write the database:
+/// a promoted replica's, a new node's, a log lost with its directory). A database that
+/// cannot be asked (bounded by the connect timeout) gives the current time in µs as the floor
+/// instead: a log numbering one per change stays below it unless it ran a million changes a
+/// second since it began (docs/writebehind.md).
+fn rebase(config: &MappingConfig, log: &log::Log) {
+    let floor = match db::connect(config).and_then(|mut d| d.floor(&config.name)) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(
+                "write-behind {}: cannot read the database's numbers ({e}); numbering from the clock",
+                config.name
+            );
+            log::now_micros()
+        }
+    };
+    if floor > log.last() {
+        match log.advance_to(floor) {
+            Ok(_) => tracing::info!(
+                "write-behind {}: log numbering continues above {floor}",
+                config.name
+            ),
+            Err(e) => tracing::error!("write-behind {}: marking the log: {e}", config.name),
+        }
+    }
+}
+
 /// A mapping's WB.INFO fields, in order: (name, value).
 pub type Report = Vec<(String, String)>;
 
@@ -577,6 +704,20 @@ pub struct Wait {
 }
 
 impl Wait {
+    /// Waits on this thread until the records are on disk under `wb-fsync always` (for a
+    /// caller that replies right after, as the SQL writer does; `sql_table` mappings are never
+    /// write-through).
+    pub fn wait(self) {
+        for (m, lsn) in self.fsync.iter().flatten() {
+            while m.log.synced() < *lsn {
+                if let Err(e) = m.log.sync() {
+                    tracing::error!("write-behind {}: fsync: {e}", m.config.name);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
     /// Calls `done` once the reply may go, with the write-through records that failed (none
     /// under write-behind); never on the caller's thread while it must wait: fsyncs run on
     /// the `wb-fsync` thread (a group fsync: one covers every writer's records), commits are

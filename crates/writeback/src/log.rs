@@ -37,6 +37,11 @@ pub enum OpKind {
     /// A set, sorted set or list (its portable bytes): no mapping stores one, so the flusher
     /// dead-letters it.
     Collection = 3,
+    /// A row of a cairn SQL table: the value is [`crate::db::encode_row`]'s columns.
+    Row = 4,
+    /// No change: marks that numbering jumped (see [`Log::advance_to`]), so that a reopened
+    /// log goes on above the jump.
+    Mark = 5,
 }
 
 /// A record read back from the log.
@@ -96,6 +101,8 @@ fn decode(buf: &[u8]) -> Option<(Record, usize)> {
         1 => OpKind::String,
         2 => OpKind::Hash,
         3 => OpKind::Collection,
+        4 => OpKind::Row,
+        5 => OpKind::Mark,
         _ => return None,
     };
     let key_len = u32::from_le_bytes(body[17..21].try_into().ok()?) as usize;
@@ -254,6 +261,31 @@ impl Log {
             .fetch_add((p.buf.len() - before) as u64, Relaxed);
         f(lsn);
         lsn
+    }
+
+    /// Numbers the next record above `floor` (if it is not already): a mark record takes the
+    /// number `floor`, written and fsynced, so that the log reopened goes on above it too.
+    /// Returns the mark's number, or None when numbering was already above `floor`.
+    pub fn advance_to(&self, floor: u64) -> std::io::Result<Option<u64>> {
+        let lsn = {
+            let mut p = self.pending.lock();
+            if p.next > floor {
+                return Ok(None);
+            }
+            p.next = floor;
+            if p.buf.is_empty() {
+                p.first = floor;
+            }
+            let before = p.buf.len();
+            encode(&mut p.buf, floor, now_micros(), OpKind::Mark, b"", b"");
+            p.next = floor + 1;
+            self.pending_bytes
+                .fetch_add((p.buf.len() - before) as u64, Relaxed);
+            floor
+        };
+        self.write_upto(lsn)?;
+        self.sync()?;
+        Ok(Some(lsn))
     }
 
     /// Makes sure record `lsn` is in a file (written, maybe not yet fsynced): writes
@@ -501,6 +533,36 @@ mod tests {
         let d = std::env::temp_dir().join(format!("cairn-wblog-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn numbering_jumps_above_a_floor_and_stays_there_after_reopening() {
+        let dir = temp("advance");
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        assert_eq!(log.append(OpKind::String, b"k", b"1"), 1);
+        assert_eq!(log.advance_to(100).unwrap(), Some(100));
+        assert_eq!(log.advance_to(50).unwrap(), None, "already above");
+        assert_eq!(log.append(OpKind::String, b"k", b"2"), 101);
+        log.write_upto(101).unwrap();
+        let mut r = log.reader();
+        let ops: Vec<(u64, OpKind)> = std::iter::from_fn(|| r.next(101).unwrap())
+            .map(|rec| (rec.lsn, rec.op))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                (1, OpKind::String),
+                (100, OpKind::Mark),
+                (101, OpKind::String)
+            ]
+        );
+        drop(log);
+        // A jump with nothing after it is kept by its mark record too.
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        assert_eq!(log.advance_to(500).unwrap(), Some(500));
+        drop(log);
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        assert_eq!(log.append(OpKind::Delete, b"k", b""), 501);
     }
 
     #[test]

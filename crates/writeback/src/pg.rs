@@ -42,7 +42,12 @@ fn literal(out: &mut String, v: &str) {
 
 impl Postgres {
     pub fn open(url: &str) -> Result<Postgres, DbError> {
-        let mut client = Client::connect(url, NoTls).map_err(error)?;
+        let mut config: postgres::Config = url.parse().map_err(error)?;
+        if config.get_connect_timeout().is_none() {
+            // Bounded: a promotion asks the database for its numbers and must not hang.
+            config.connect_timeout(std::time::Duration::from_secs(5));
+        }
+        let mut client = config.connect(NoTls).map_err(error)?;
         client
             .batch_execute("SET standard_conforming_strings = on")
             .map_err(error)?;
@@ -72,7 +77,7 @@ impl Postgres {
     /// The statement that applies `row` if its guard lets it.
     fn statement(out: &mut String, cfg: &MappingConfig, row: &Row) {
         let table = quoted(&cfg.table);
-        let key = quoted(&cfg.key_column);
+        let key = quoted(&row.key_column);
         out.push_str("WITH g AS (INSERT INTO cairn_wb_version (mapping, key, version) VALUES (");
         literal(out, &cfg.name);
         out.push_str(", ");
@@ -89,7 +94,7 @@ impl Postgres {
                 out.push_str(" AND EXISTS (SELECT 1 FROM g);\n");
             }
             RowChange::Upsert(cols) => {
-                let names: Vec<String> = columns(cfg, cols).iter().map(|c| quoted(c)).collect();
+                let names: Vec<String> = columns(row, cols).iter().map(|c| quoted(c)).collect();
                 out.push_str(&format!(
                     "INSERT INTO {table} ({}) SELECT ",
                     names.join(", ")
@@ -97,7 +102,10 @@ impl Postgres {
                 literal(out, &row.id);
                 for (_, v) in cols {
                     out.push_str(", ");
-                    literal(out, v);
+                    match v {
+                        Some(v) => literal(out, v),
+                        None => out.push_str("NULL"),
+                    }
                 }
                 let set: Vec<String> = names[1..]
                     .iter()
@@ -147,6 +155,19 @@ impl Driver for Postgres {
             )
             .map_err(error)?;
         Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
+    }
+
+    fn floor(&mut self, mapping: &str) -> Result<u64, DbError> {
+        let checkpoint = self.checkpoint(mapping)?;
+        let rows = self
+            .client
+            .query(
+                "SELECT coalesce(max(version), 0) FROM cairn_wb_version WHERE mapping = $1",
+                &[&mapping],
+            )
+            .map_err(error)?;
+        let version = rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64;
+        Ok(checkpoint.max(version))
     }
 
     fn apply(

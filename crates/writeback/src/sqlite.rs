@@ -51,14 +51,14 @@ impl Sqlite {
             return Ok(0); // a newer change of this key is already applied
         }
         let table = quoted(&cfg.table);
-        let key = quoted(&cfg.key_column);
+        let key = quoted(&row.key_column);
         match &row.change {
             RowChange::Delete => self.conn.execute(
                 &format!("DELETE FROM {table} WHERE {key} = ?1"),
                 params![row.id],
             )?,
             RowChange::Upsert(cols) => {
-                let names = columns(cfg, cols);
+                let names = columns(row, cols);
                 let list: Vec<String> = names.iter().map(|c| quoted(c)).collect();
                 let marks: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
                 let set: Vec<String> = list[1..]
@@ -75,8 +75,8 @@ impl Sqlite {
                     list.join(", "),
                     marks.join(", ")
                 );
-                let values =
-                    std::iter::once(row.id.as_str()).chain(cols.iter().map(|(_, v)| v.as_str()));
+                let values = std::iter::once(Some(row.id.as_str()))
+                    .chain(cols.iter().map(|(_, v)| v.as_deref()));
                 self.conn
                     .prepare_cached(&sql)?
                     .execute(rusqlite::params_from_iter(values))?
@@ -119,6 +119,19 @@ impl Driver for Sqlite {
             })
             .map_err(error)?;
         Ok(lsn.unwrap_or(0) as u64)
+    }
+
+    fn floor(&mut self, mapping: &str) -> Result<u64, DbError> {
+        let checkpoint = self.checkpoint(mapping)?;
+        let version: i64 = self
+            .conn
+            .query_row(
+                "SELECT coalesce(max(version), 0) FROM cairn_wb_version WHERE mapping = ?1",
+                params![mapping],
+                |r| r.get(0),
+            )
+            .map_err(error)?;
+        Ok(checkpoint.max(version as u64))
     }
 
     fn apply(

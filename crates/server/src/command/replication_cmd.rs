@@ -20,6 +20,9 @@ pub fn change_role(shared: &crate::shared::Shared, change: RoleChange) {
     match change {
         RoleChange::Primary => {
             if repl.is_replica() {
+                // Before the first change this node captures as a primary: its logs number
+                // above what the old primary wrote to the databases.
+                shared.writeback.rebase_all();
                 repl.promote();
                 tracing::info!("MASTER MODE enabled (user request)");
             }

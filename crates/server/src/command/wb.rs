@@ -1,7 +1,8 @@
 //! Write-behind on the command path, and its commands: WB.INFO, WB.ADD, WB.DEL, WB.DLQ.
 //!
 //! `admit` runs before a write command: a write to a mapped key whose log is full is refused
-//! (`-BUSY`) before it changes the cache. `after_write` runs after every command: what the
+//! (`-BUSY`) before it changes the cache, and so is SQL.EXEC while an `sql_table` mapping's
+//! log is full. `after_write` runs after every command: what the
 //! change tap captured for it goes to the log files before the reply, and under `wb-fsync
 //! always` the reply is deferred (through the client's mailbox, as SQL's replies are) until
 //! a group fsync covers it; a command that changed keys of a write-through mapping has its
@@ -31,7 +32,7 @@ pub(super) fn admit<B: Body>(
     let wb = &shared.writeback;
     // A replica's changes are not captured (its primary writes them back): nothing to note.
     let capturing = !shared.store.replica_mode();
-    let mut refused = false;
+    let mut refused = command.name == "sql.exec" && wb.admit_sql().is_err();
     body.for_each_key(command, &mut |key| {
         let through = match wb.admit(key) {
             Ok(through) => through,
@@ -143,6 +144,7 @@ pub fn add(ctx: &mut Ctx<'_, '_>) {
     let name = String::from_utf8_lossy(ctx.arg(1)).into_owned();
     let pairs = pairs_from(ctx, 2);
     let added = writeback::MappingConfig::from_pairs(&name, &pairs)
+        .and_then(|config| keyed_table(ctx.shared, &config).map(|()| config))
         .and_then(|config| ctx.shared.writeback.add(config));
     match added {
         Ok(()) => {
@@ -152,6 +154,29 @@ pub fn add(ctx: &mut Ctx<'_, '_>) {
             ctx.ok()
         }
         Err(e) => ctx.err(format!("ERR {e}").as_bytes()),
+    }
+}
+
+/// An `sql_table` mapping's table, if it exists, must have an INTEGER PRIMARY KEY: its rows
+/// are written back keyed by it. (A table created later without one has its changes refused
+/// into the dead-letter list.)
+fn keyed_table(shared: &Shared, config: &writeback::MappingConfig) -> Result<(), String> {
+    let (Some(table), Some(sql)) = (&config.sql_table, &shared.sql) else {
+        return Ok(());
+    };
+    let describe = sql::Request::Describe {
+        table: table.clone(),
+    };
+    let Ok(sql::Reply::Describe(columns)) = sql.run(describe) else {
+        return Ok(()); // no such table yet
+    };
+    // SQLite tells a deleted row by its rowid only: the key must be the rowid.
+    let keys: Vec<_> = columns.iter().filter(|c| c.primary_key > 0).collect();
+    match keys.as_slice() {
+        [k] if k.decl_type.eq_ignore_ascii_case("INTEGER") => Ok(()),
+        _ => Err(format!(
+            "sql_table '{table}' needs an INTEGER PRIMARY KEY (one column): its rows are keyed by it in the database"
+        )),
     }
 }
 
