@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod db;
+mod dead;
 mod flusher;
 pub mod log;
 mod pg;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 pub use config::{Database, MappingConfig, Mode, ValueShape};
+pub use dead::{DeadLetter, DEAD_MAX};
 pub use log::OpKind;
 
 /// When the log is fsynced (Redis AOF's `appendfsync` meanings).
@@ -59,20 +61,11 @@ pub struct Stats {
     pub rows_written: AtomicU64,
     pub batches: AtomicU64,
     pub retries: AtomicU64,
-    pub dead_letters: AtomicU64,
     /// The last log number applied to the database.
     pub checkpoint: AtomicU64,
     /// Capture time (µs since the epoch) of the oldest record not yet applied; 0: none.
     pub oldest_micros: AtomicU64,
     pub last_error: Mutex<Option<String>>,
-}
-
-/// One entry of the dead-letter list.
-#[derive(Clone, Debug)]
-pub struct DeadLetter {
-    pub lsn: u64,
-    pub key: Vec<u8>,
-    pub reason: String,
 }
 
 pub struct Mapping {
@@ -82,7 +75,7 @@ pub struct Mapping {
     stop: AtomicBool,
     /// Wakes the flusher from its sleeps (stop).
     nap: (Mutex<()>, parking_lot::Condvar),
-    dead: Mutex<Vec<DeadLetter>>,
+    dead: Mutex<dead::DeadList>,
 }
 
 impl Mapping {
@@ -97,18 +90,9 @@ impl Mapping {
         }
     }
 
-    fn dead_letter(&self, r: &log::Record, why: &str) {
-        self.stats.dead_letters.fetch_add(1, Relaxed);
-        let mut dead = self.dead.lock();
-        // Bounded: the oldest letters go first (they were logged when they arrived).
-        if dead.len() >= 10_000 {
-            dead.remove(0);
-        }
-        dead.push(DeadLetter {
-            lsn: r.lsn,
-            key: r.key.clone(),
-            reason: why.to_string(),
-        });
+    /// A letter the database now holds (committed with its checkpoint).
+    fn dead_letter(&self, letter: DeadLetter) {
+        self.dead.lock().add(letter);
     }
 
     /// Records not yet applied to the database.
@@ -196,7 +180,7 @@ impl Engine {
             stats: Stats::default(),
             stop: AtomicBool::new(false),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
-            dead: Mutex::new(Vec::new()),
+            dead: Mutex::new(dead::DeadList::default()),
         });
         let m = mapping.clone();
         std::thread::Builder::new()
@@ -329,13 +313,17 @@ impl Engine {
         )
     }
 
-    pub fn dead_letters(&self, name: &str) -> Option<Vec<DeadLetter>> {
-        Some(self.get(name)?.dead.lock().clone())
+    /// The mapping's dead letters, newest first, at most `count` (WB.DLQ LIST).
+    pub fn dead_letters(&self, name: &str, count: usize) -> Option<Vec<DeadLetter>> {
+        Some(self.get(name)?.dead.lock().newest(count))
     }
 
-    /// Drops the dead-letter list; returns how many letters it held.
-    pub fn drop_dead_letters(&self, name: &str) -> Option<usize> {
-        Some(std::mem::take(&mut *self.get(name)?.dead.lock()).len())
+    /// Takes the letters numbered `lsns` (all: None) off the list: at once from WB.DLQ's
+    /// view, from the database at the flusher's next turn. Returns the letters taken (a
+    /// number with no letter is passed over). WB.DLQ DROP, and RETRY after it re-captured
+    /// the letters' keys.
+    pub fn take_dead_letters(&self, name: &str, lsns: Option<&[u64]>) -> Option<Vec<DeadLetter>> {
+        Some(self.get(name)?.dead.lock().take(lsns))
     }
 }
 
@@ -417,7 +405,7 @@ impl Mapping {
         out.push(stat("rows_written", self.stats.rows_written.load(Relaxed)));
         out.push(stat("batches", self.stats.batches.load(Relaxed)));
         out.push(stat("retries", self.stats.retries.load(Relaxed)));
-        out.push(stat("dead_letters", self.stats.dead_letters.load(Relaxed)));
+        out.push(stat("dead_letters", self.dead.lock().len() as u64));
         out.push((
             "last_error".into(),
             self.stats.last_error.lock().clone().unwrap_or_default(),
