@@ -250,8 +250,12 @@ impl Engine {
         let Some(m) = self.mapped(key) else {
             return Ok(());
         };
-        let s = self.settings();
-        while m.log.bytes() >= s.max_bytes {
+        // The settings are read on every turn: CONFIG SET may change them while a write waits.
+        loop {
+            let s = self.settings();
+            if m.log.bytes() < s.max_bytes {
+                break;
+            }
             if s.on_full == OnFull::Error || m.stopped() {
                 return Err(Refusal::Full);
             }
