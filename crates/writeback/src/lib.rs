@@ -137,8 +137,13 @@ impl Engine {
     pub fn set_fsync(&self, f: Fsync) {
         self.settings.write().fsync = f;
     }
+    /// A smaller bound applies to the next writes: a log above it refuses (or holds) writes
+    /// until the flusher has brought it below.
     pub fn set_max_bytes(&self, b: u64) {
         self.settings.write().max_bytes = b;
+        for m in self.mappings.read().iter() {
+            m.log.set_segment_max(segment_size(b));
+        }
     }
     pub fn set_on_full(&self, o: OnFull) {
         self.settings.write().on_full = o;
@@ -170,9 +175,7 @@ impl Engine {
         }
         let dir = self.log_dir(&config.name);
         let max = self.settings.read().max_bytes;
-        // Eight segments or more per bound, so that applied ones free room well before it.
-        let segment = (max / 8).clamp(4 << 10, 64 << 20);
-        let log = log::Log::open(&dir, segment)
+        let log = log::Log::open(&dir, segment_size(max))
             .map_err(|e| format!("write-behind log {}: {e}", dir.display()))?;
         let mapping = Arc::new(Mapping {
             config,
@@ -329,6 +332,12 @@ impl Engine {
     pub fn take_dead_letters(&self, name: &str, lsns: Option<&[u64]>) -> Option<Vec<DeadLetter>> {
         Some(self.get(name)?.dead.lock().take(lsns))
     }
+}
+
+/// Segment size for a log bound: eight segments or more per bound, so that applied ones free
+/// room well before it.
+fn segment_size(max_bytes: u64) -> u64 {
+    (max_bytes / 8).clamp(4 << 10, 64 << 20)
 }
 
 /// A mapping's WB.INFO fields, in order: (name, value).
