@@ -243,8 +243,8 @@ impl Mapping {
     fn applied(&self, rows: u64, checkpoint: u64, dead: Vec<DeadLetter>) {
         self.stats.rows_written.fetch_add(rows, Relaxed);
         self.stats.batches.fetch_add(1, Relaxed);
-        self.stats.checkpoint.store(checkpoint, Relaxed);
         *self.stats.last_error.lock() = None;
+        // The letters before the checkpoint: whoever sees the queue drained sees them too.
         for letter in dead {
             tracing::error!(
                 "write-behind {}: key {} (log #{}) refused, moved to the dead-letter list: {}",
@@ -255,6 +255,7 @@ impl Mapping {
             );
             self.dead_letter(letter);
         }
+        self.stats.checkpoint.store(checkpoint, Relaxed);
         if let Err(e) = self.log.truncate(checkpoint) {
             tracing::warn!(
                 "write-behind {}: removing applied log: {e}",
