@@ -196,7 +196,7 @@ def test_postgres_down_30s_under_writes_everything_drains(pg, tmp_path):
             try:
                 while not stop.is_set():
                     seq += 1
-                    k = seq % 150
+                    k = (seq // 3) % 150
                     if seq % 3 == 0:
                         w.set(f"note:{k}", str(seq))
                         acked[f"note:{k}"] = seq
