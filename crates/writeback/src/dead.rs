@@ -164,7 +164,10 @@ mod tests {
         assert_eq!(taken.iter().map(|l| l.lsn).collect::<Vec<_>>(), vec![5]);
         assert_eq!(d.pending_drops(), vec![5]);
         d.load(vec![letter(3), letter(5), letter(9)]);
-        assert_eq!(d.newest(10).iter().map(|l| l.lsn).collect::<Vec<_>>(), vec![9, 3]);
+        assert_eq!(
+            d.newest(10).iter().map(|l| l.lsn).collect::<Vec<_>>(),
+            vec![9, 3]
+        );
         d.dropped(&[5]);
         assert!(d.pending_drops().is_empty());
         assert_eq!(d.take(None).len(), 2);

@@ -112,7 +112,9 @@ impl Postgres {
             return;
         }
         for l in dead {
-            out.push_str("INSERT INTO cairn_wb_dead (mapping, lsn, key, value, reason, time_ms) VALUES (");
+            out.push_str(
+                "INSERT INTO cairn_wb_dead (mapping, lsn, key, value, reason, time_ms) VALUES (",
+            );
             literal(out, mapping);
             out.push_str(&format!(", {}, ", l.lsn));
             bytes_literal(out, &l.key);
@@ -120,7 +122,10 @@ impl Postgres {
             bytes_literal(out, &l.value);
             out.push_str(", ");
             literal(out, &l.reason.replace('\0', ""));
-            out.push_str(&format!(", {}) ON CONFLICT (mapping, lsn) DO NOTHING;\n", l.time_ms));
+            out.push_str(&format!(
+                ", {}) ON CONFLICT (mapping, lsn) DO NOTHING;\n",
+                l.time_ms
+            ));
         }
         out.push_str("DELETE FROM cairn_wb_dead WHERE mapping = ");
         literal(out, mapping);

@@ -261,3 +261,87 @@ fn error_clone(e: &rusqlite::Error) -> DbError {
         connection,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(name: &str) -> (Sqlite, MappingConfig) {
+        let path =
+            std::env::temp_dir().join(format!("cairn-wbdead-{name}-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let path = path.to_str().unwrap().to_string();
+        let pairs: Vec<(String, String)> = [
+            ("prefix", "note:"),
+            ("database", &format!("sqlite://{path}")),
+            ("table", "notes"),
+            ("value", "string"),
+            ("value_column", "body"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let cfg = MappingConfig::from_pairs("notes", &pairs).unwrap();
+        let mut db = Sqlite::open(&path).unwrap();
+        db.conn
+            .execute_batch(
+                "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT CHECK (body <> 'poison'))",
+            )
+            .unwrap();
+        assert_eq!(db.checkpoint("notes").unwrap(), 0);
+        (db, cfg)
+    }
+
+    fn letter(lsn: u64, reason: &str) -> DeadLetter {
+        DeadLetter {
+            lsn,
+            key: format!("note:{lsn}").into_bytes(),
+            value: b"poison".to_vec(),
+            reason: reason.into(),
+            time_ms: 7,
+        }
+    }
+
+    fn row(lsn: u64, body: &str) -> Row {
+        Row {
+            id: lsn.to_string(),
+            lsn,
+            change: RowChange::Upsert(vec![("body".into(), body.into())]),
+        }
+    }
+
+    #[test]
+    fn letters_commit_with_the_checkpoint_once_and_bounded() {
+        let (mut db, cfg) = setup("commit");
+        // A batch with a refused row: it fails whole, stores nothing.
+        let rows = [row(1, "fine"), row(2, "poison")];
+        assert!(db.apply(&cfg, &rows, &[letter(3, "early")], 3).is_err());
+        assert!(db.dead_letters("notes", 10).unwrap().is_empty());
+        assert_eq!(db.checkpoint("notes").unwrap(), 0);
+        // Row by row: the refused row's letter and the early one commit with the checkpoint.
+        let letters = [letter(1, ""), letter(2, "")];
+        let (written, stored) = db
+            .apply_each(&cfg, &rows, &[letter(3, "early")], &letters, 3)
+            .unwrap();
+        assert_eq!(written, 1);
+        assert_eq!(stored.len(), 2);
+        assert_eq!(db.checkpoint("notes").unwrap(), 3);
+        let read = db.dead_letters("notes", 10).unwrap();
+        assert_eq!(read.iter().map(|l| l.lsn).collect::<Vec<_>>(), vec![3, 2]);
+        assert!(read[1].reason.contains("CHECK"), "{}", read[1].reason);
+        assert_eq!(read[0], letter(3, "early"));
+        // The same letters again (a batch applied twice) stay once.
+        db.apply(&cfg, &[], &[letter(3, "again")], 3).unwrap();
+        assert_eq!(db.dead_letters("notes", 10).unwrap().len(), 2);
+        db.drop_dead_letters("notes", &[2, 99]).unwrap();
+        assert_eq!(db.dead_letters("notes", 10).unwrap().len(), 1);
+        // Bounded: the newest DEAD_MAX stay.
+        let many: Vec<DeadLetter> = (10..10 + DEAD_MAX as u64 + 5)
+            .map(|n| letter(n, "x"))
+            .collect();
+        db.apply(&cfg, &[], &many, 4).unwrap();
+        let kept = db.dead_letters("notes", usize::MAX).unwrap();
+        assert_eq!(kept.len(), DEAD_MAX);
+        assert_eq!(kept.last().unwrap().lsn, 15);
+    }
+}

@@ -126,14 +126,20 @@ pub fn dlq(ctx: &mut Ctx<'_, '_>) {
             for i in 3..ctx.argc() {
                 match super::parse_i64(ctx.arg(i)) {
                     Some(n) if n > 0 => lsns.push(n as u64),
-                    _ => return ctx.err(b"ERR a dead letter's number (its LSN) is a positive integer"),
+                    _ => {
+                        return ctx
+                            .err(b"ERR a dead letter's number (its LSN) is a positive integer")
+                    }
                 }
             }
             let lsns = (ctx.argc() > 3).then_some(lsns);
             if sub == b"retry" {
                 return dlq_retry(ctx, &name, lsns.as_deref());
             }
-            let taken = ctx.shared.writeback.take_dead_letters(&name, lsns.as_deref());
+            let taken = ctx
+                .shared
+                .writeback
+                .take_dead_letters(&name, lsns.as_deref());
             ctx.int(taken.map_or(0, |t| t.len()) as i64)
         }
         _ => ctx.err(b"ERR WB.DLQ subcommands: LIST [count], DROP [lsn ...], RETRY [lsn ...]"),
