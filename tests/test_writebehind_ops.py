@@ -95,6 +95,10 @@ def test_dead_letters_survive_a_restart_then_retry_and_drop(db, tmp_path):
         wait_for("the dropped letter deleted",
                  lambda: db.sql("SELECT count(*) FROM cairn_wb_dead") == [(2,)])
         refuse_poison(db, False)
+        with r.pipeline(transaction=True) as t:
+            t.execute_command("WB.DLQ", "notes", "RETRY")
+            with pytest.raises(redis.ResponseError, match="not allowed in a transaction"):
+                t.execute()
         # RETRY: note:bad's current value is re-captured and arrives; note:later's letter
         # does not bring its old value back over the newer row.
         assert r.execute_command("WB.DLQ", "notes", "RETRY") == 2
