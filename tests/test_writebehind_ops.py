@@ -54,6 +54,14 @@ def wait_for(what, check, timeout=15.0):
         time.sleep(0.05)
 
 
+def restart(path, name):
+    """Starts the server and waits until it has loaded its snapshot (LOADING before)."""
+    srv = start(path, name)
+    r = srv.client()
+    wait_for("the snapshot loaded", lambda: info(r, "notes") is not None)
+    return srv, r
+
+
 def test_dead_letters_survive_a_restart_then_retry_and_drop(db, tmp_path):
     """Refused changes become letters in cairn_wb_dead (with the checkpoint that skips them);
     a restart finds them; RETRY re-captures each key's CURRENT value (a key changed since keeps
@@ -85,9 +93,8 @@ def test_dead_letters_survive_a_restart_then_retry_and_drop(db, tmp_path):
     assert db.sql("SELECT count(*) FROM cairn_wb_dead") == [(3,)]
     srv.stop()
 
-    srv = start(path, f"wb-dlq-{db.kind}-2")
+    srv, r = restart(path, f"wb-dlq-{db.kind}-2")
     try:
-        r = srv.client()
         wait_for("the letters loaded", lambda: info(r, "notes")["dead_letters"] == "3")
         assert r.execute_command("WB.DLQ", "notes", "LIST") == letters
         # DROP one letter by number: gone from the list at once, from the database soon.
@@ -118,9 +125,8 @@ def test_dead_letters_survive_a_restart_then_retry_and_drop(db, tmp_path):
             r.execute_command("WB.DLQ", "notes", "FROB")
     finally:
         srv.stop()
-    srv = start(path, f"wb-dlq-{db.kind}-3")
+    srv, r = restart(path, f"wb-dlq-{db.kind}-3")
     try:
-        r = srv.client()
         drained(r, ["notes"])
         time.sleep(0.3)
         assert r.execute_command("WB.DLQ", "notes", "LIST") == []
@@ -170,9 +176,9 @@ def test_config_set_wb_settings(pg, tmp_path):
         assert re.search(r"^wb-max-bytes = 65536$", head, re.M), text
     finally:
         srv.stop()
-    srv = start(path, "wb-config-2")
+    srv, r = restart(path, "wb-config-2")
     try:
-        assert srv.client().config_get("wb-*") == {"wb-fsync": "always",
+        assert r.config_get("wb-*") == {"wb-fsync": "always",
                                                    "wb-max-bytes": "65536", "wb-on-full": "error"}
     finally:
         srv.stop()
