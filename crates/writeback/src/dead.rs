@@ -8,7 +8,7 @@
 //! and the database at the flusher's next turn (until then they are `dropped`, so that a
 //! reload cannot bring them back).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::log::{now_micros, OpKind, Record};
 
@@ -66,7 +66,7 @@ pub fn describe(op: OpKind, value: &[u8]) -> Vec<u8> {
 pub(crate) struct DeadList {
     letters: BTreeMap<u64, DeadLetter>,
     /// Taken by a command, not yet deleted from the database.
-    dropped: Vec<u64>,
+    dropped: BTreeSet<u64>,
 }
 
 impl DeadList {
@@ -109,7 +109,7 @@ impl DeadList {
         let mut taken = Vec::with_capacity(chosen.len());
         for n in chosen {
             if let Some(l) = self.letters.remove(&n) {
-                self.dropped.push(n);
+                self.dropped.insert(n);
                 taken.push(l);
             }
         }
@@ -118,12 +118,14 @@ impl DeadList {
 
     /// The numbers to delete from the database (they stay pending until [`DeadList::dropped`]).
     pub(crate) fn pending_drops(&self) -> Vec<u64> {
-        self.dropped.clone()
+        self.dropped.iter().copied().collect()
     }
 
     /// `lsns` are deleted from the database.
     pub(crate) fn dropped(&mut self, lsns: &[u64]) {
-        self.dropped.retain(|n| !lsns.contains(n));
+        for n in lsns {
+            self.dropped.remove(n);
+        }
     }
 }
 
