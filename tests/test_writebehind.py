@@ -45,7 +45,8 @@ class Db:
             self.url = f"sqlite://{self.path}"
         else:
             self.url = pg.url
-            self.sql("DROP TABLE IF EXISTS users, notes, cairn_wb_version, cairn_wb_checkpoint")
+            self.sql("DROP TABLE IF EXISTS users, notes, cairn_wb_version, cairn_wb_checkpoint, "
+                     "cairn_wb_dead")
 
     def sql(self, statement, params=()):
         if self.kind == "sqlite":

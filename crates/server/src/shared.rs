@@ -104,7 +104,7 @@ impl Shared {
         let persistence = crate::snapshot::Persistence::new(store.clone(), sql.clone());
         // About one gate per thread that runs commands: event loops, dispatch workers.
         let scripts = crate::scripts::Scripts::new(config.threads.max(config.workers) + 1);
-        let settings = Settings::new(&config, store.clone());
+        let settings = Settings::new(&config, store.clone(), writeback.clone());
         let replication = crate::replication::Replication::new(
             store.clone(),
             sql.clone(),

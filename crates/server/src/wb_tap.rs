@@ -9,6 +9,15 @@ use std::sync::Arc;
 
 use store::{Change, ChangeKind, ChangeTap, Kind, Listener, Store};
 
+/// What a record of `kind` is in a write-behind log.
+pub fn op_of(kind: Kind) -> writeback::OpKind {
+    match kind {
+        Kind::String => writeback::OpKind::String,
+        Kind::Hash => writeback::OpKind::Hash,
+        Kind::Set | Kind::ZSet | Kind::List => writeback::OpKind::Collection,
+    }
+}
+
 pub struct Taps {
     pub store: Arc<Store>,
     pub tracking: crate::tracking::Listener,
@@ -28,11 +37,7 @@ impl ChangeTap for Taps {
             for c in changes.iter().filter(|c| c.author != store::Author::SERVER) {
                 match c.kind {
                     ChangeKind::Set(item) => {
-                        let op = match item.kind() {
-                            Kind::String => writeback::OpKind::String,
-                            Kind::Hash => writeback::OpKind::Hash,
-                            Kind::Set | Kind::ZSet | Kind::List => writeback::OpKind::Collection,
-                        };
+                        let op = op_of(item.kind());
                         // Write-through keeps the new record, to undo it if refused.
                         let after = || {
                             let mut record = Vec::new();

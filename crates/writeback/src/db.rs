@@ -5,9 +5,11 @@
 //! version)` keeps the log number (LSN) of the last change applied to each key, and a change
 //! is applied only if its number is greater. The mapped table holds only the application's
 //! columns. `cairn_wb_checkpoint (mapping, lsn)` says how far the log was applied, and is
-//! written in the same transaction as the rows it covers.
+//! written in the same transaction as the rows it covers, and as the dead letters
+//! (`cairn_wb_dead (mapping, lsn, key, value, reason, time_ms)`) of the changes it skips.
 
 use crate::config::{MappingConfig, ValueShape};
+use crate::DeadLetter;
 
 /// One row change, ready for SQL: the key's id (the key less the mapping's prefix, or an SQL
 /// row's primary key value) in `key_column`.
@@ -117,22 +119,44 @@ pub trait Driver: Send {
     /// The highest number the database holds for the mapping: its checkpoint or the greatest
     /// key version, whichever is higher (a log must number its next change above it).
     fn floor(&mut self, mapping: &str) -> Result<u64, DbError>;
-    /// Applies `rows` (one per key, in log order) and sets the checkpoint to `checkpoint`, in
-    /// one transaction. Returns how many rows changed the table (guards may skip some).
-    fn apply(&mut self, cfg: &MappingConfig, rows: &[Row], checkpoint: u64)
-        -> Result<u64, DbError>;
-    /// As `apply`, but each row on its own savepoint: the rows the database refuses are
-    /// left out and returned with the reason; the others and the checkpoint commit.
+    /// Applies `rows` (one per key, in log order), stores the dead letters `dead` and sets
+    /// the checkpoint to `checkpoint`, in one transaction. Returns how many rows changed the
+    /// table (guards may skip some).
+    fn apply(
+        &mut self,
+        cfg: &MappingConfig,
+        rows: &[Row],
+        dead: &[DeadLetter],
+        checkpoint: u64,
+    ) -> Result<u64, DbError>;
+    /// As `apply`, but each row on its own savepoint: a row the database refuses is left out
+    /// and its letter (`letters[i]` for `rows[i]`, with the database's reason) is stored with
+    /// `dead`; the others and the checkpoint commit. Returns the rows written and every
+    /// letter stored.
     fn apply_each(
         &mut self,
         cfg: &MappingConfig,
         rows: &[Row],
+        dead: &[DeadLetter],
+        letters: &[DeadLetter],
         checkpoint: u64,
-    ) -> Result<(u64, Vec<(usize, String)>), DbError>;
+    ) -> Result<(u64, Vec<DeadLetter>), DbError>;
     /// Read-through: the row whose key column is `id`, as its non-null columns other than the
     /// key column (all of them for a hash mapping, the value column for a string one), each
     /// as text; None when there is no such row.
     fn load(&mut self, cfg: &MappingConfig, id: &str) -> Result<Option<Columns>, DbError>;
+    /// The mapping's newest `count` dead letters.
+    fn dead_letters(&mut self, mapping: &str, count: usize) -> Result<Vec<DeadLetter>, DbError>;
+    /// Deletes the mapping's dead letters numbered `lsns`.
+    fn drop_dead_letters(&mut self, mapping: &str, lsns: &[u64]) -> Result<(), DbError>;
+}
+
+/// A refused row's letter: `letter` with the database's reason.
+pub(crate) fn refused(letter: &DeadLetter, why: String) -> DeadLetter {
+    DeadLetter {
+        reason: why,
+        ..letter.clone()
+    }
 }
 
 /// A loaded row's columns: (name, value as text).

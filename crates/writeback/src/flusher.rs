@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::db::{connect, decode_row, row_columns, DbError, Driver, Row, RowChange};
 use crate::log::{now_micros, OpKind, Record};
-use crate::Mapping;
+use crate::{DeadLetter, Mapping};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -44,6 +44,7 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
             Some(d) => d,
             None => match connect(&mapping.config).and_then(|mut d| {
                 let c = d.checkpoint(&mapping.config.name)?;
+                mapping.sync_dead_letters(d.as_mut(), true)?;
                 Ok((d, c))
             }) {
                 Ok((d, c)) => {
@@ -74,6 +75,17 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
                 continue;
             }
         };
+        // Letters taken by WB.DLQ leave the database now (after the fsync above, so that a
+        // RETRY's re-captured change is on disk before its letter is gone).
+        if let Err(e) = mapping.sync_dead_letters(db.as_mut(), false) {
+            failures += 1;
+            mapping.failed(&e);
+            if e.connection {
+                driver = None;
+            }
+            mapping.sleep(backoff(failures));
+            continue;
+        }
         let first = match next_after(&mut reader, done, durable) {
             Ok(Some(r)) => r,
             Ok(None) => {
@@ -100,9 +112,11 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
         }
         let durable = mapping.log.sync().unwrap_or(durable);
         let mut rows: Vec<Row> = Vec::new();
+        // The record each row comes from: its dead letter, should the database refuse it.
+        let mut sources: Vec<Record> = Vec::new();
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut last = first.lsn;
-        let mut dead: Vec<(Record, String)> = Vec::new();
+        let mut dead: Vec<DeadLetter> = Vec::new();
         let mut record = Some(first);
         while let Some(r) = record.take() {
             let slot = index.get(&r.key).copied();
@@ -111,13 +125,18 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
                 break;
             }
             last = r.lsn;
+            let pos = reader.position();
             match to_row(&mapping, &r) {
                 Ok(None) => {}
                 Ok(Some(row)) => match slot {
-                    Some(i) => rows[i] = row,
+                    Some(i) => {
+                        rows[i] = row;
+                        sources[i] = r;
+                    }
                     None => {
                         index.insert(r.key.clone(), rows.len());
                         rows.push(row);
+                        sources.push(r);
                     }
                 },
                 Err(why) => {
@@ -127,10 +146,9 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
                         rows[i].change = RowChange::Delete;
                         rows[i].lsn = 0;
                     }
-                    dead.push((r, why));
+                    dead.push(DeadLetter::of(&r, &why));
                 }
             }
-            let pos = reader.position();
             match next_after(&mut reader, done, durable) {
                 Ok(Some(n)) if next_in_batch(&index, &n, rows.len(), &mapping) => record = Some(n),
                 Ok(_) => {
@@ -141,12 +159,15 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
                 }
             }
         }
-        rows.retain(|r| r.lsn != 0);
-        let result = db.apply(&mapping.config, &rows, last);
-        match result {
+        let (rows, sources): (Vec<Row>, Vec<Record>) = rows
+            .into_iter()
+            .zip(sources)
+            .filter(|(row, _)| row.lsn != 0)
+            .unzip();
+        match db.apply(&mapping.config, &rows, &dead, last) {
             Ok(n) => {
                 refusals = 0;
-                mapping.applied(n, last, &dead);
+                mapping.applied(n, last, dead);
                 checkpoint = Some(last);
             }
             Err(e) if e.connection => {
@@ -165,26 +186,12 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
                     let _ = reader.seek(start);
                     continue;
                 }
-                match db.apply_each(&mapping.config, &rows, last) {
-                    Ok((n, refused)) => {
+                let letters: Vec<DeadLetter> =
+                    sources.iter().map(|r| DeadLetter::of(r, "")).collect();
+                match db.apply_each(&mapping.config, &rows, &dead, &letters, last) {
+                    Ok((n, stored)) => {
                         refusals = 0;
-                        let by_id: HashMap<&str, &str> = refused
-                            .iter()
-                            .map(|(i, why)| (rows[*i].id.as_str(), why.as_str()))
-                            .collect();
-                        // The refused rows' records, from the batch read again.
-                        let _ = reader.seek(start);
-                        let mut latest: HashMap<Vec<u8>, Record> = HashMap::new();
-                        while let Ok(Some(r)) = next_after(&mut reader, done, last) {
-                            latest.insert(r.key.clone(), r);
-                        }
-                        for (_, r) in latest {
-                            let id = mapping.id_of(&r.key);
-                            if let Some(why) = by_id.get(id.as_str()) {
-                                dead.push((r, why.to_string()));
-                            }
-                        }
-                        mapping.applied(n, last, &dead);
+                        mapping.applied(n, last, stored);
                         checkpoint = Some(last);
                     }
                     Err(e) => {
@@ -270,29 +277,41 @@ impl Mapping {
         *last = Some(e.message.clone());
     }
 
-    fn applied(&self, rows: u64, checkpoint: u64, dead: &[(Record, String)]) {
+    /// A batch committed: `dead` are in the database with the checkpoint.
+    fn applied(&self, rows: u64, checkpoint: u64, dead: Vec<DeadLetter>) {
         self.stats.rows_written.fetch_add(rows, Relaxed);
         self.stats.batches.fetch_add(1, Relaxed);
-        self.stats.checkpoint.store(checkpoint, Relaxed);
         if self.config.read_through {
             self.reads.applied(checkpoint);
         }
         *self.stats.last_error.lock() = None;
-        // Write-through: the refused records' writers are told (and their writes undone);
-        // a refused record nobody waits for (its writer timed out, or it was replayed after a
-        // restart) is a dead letter as under write-behind.
-        let refused: HashMap<u64, String> =
-            dead.iter().map(|(r, why)| (r.lsn, why.clone())).collect();
+        // Write-through: the refused records' writers are told (and their writes undone), and
+        // their letters leave the database again (the writer knows); a refused record nobody
+        // waits for (its writer timed out, or it was replayed after a restart) is a dead
+        // letter as under write-behind.
+        let refused: HashMap<u64, String> = dead
+            .iter()
+            .map(|l| (l.lsn, l.reason.clone()))
+            .collect();
         let told = self.waiters.settle(checkpoint, &refused);
-        for (r, why) in dead.iter().filter(|(r, _)| !told.contains(&r.lsn)) {
-            tracing::error!(
-                "write-behind {}: key {} (log #{}) refused, moved to the dead-letter list: {why}",
-                self.config.name,
-                String::from_utf8_lossy(&r.key),
-                r.lsn
-            );
-            self.dead_letter(r, why);
+        if !told.is_empty() {
+            let mut list = self.dead.lock();
+            for lsn in &told {
+                list.discard(*lsn);
+            }
         }
+        // The letters before the checkpoint: whoever sees the queue drained sees them too.
+        for letter in dead.into_iter().filter(|l| !told.contains(&l.lsn)) {
+            tracing::error!(
+                "write-behind {}: key {} (log #{}) refused, moved to the dead-letter list: {}",
+                self.config.name,
+                String::from_utf8_lossy(&letter.key),
+                letter.lsn,
+                letter.reason
+            );
+            self.dead_letter(letter);
+        }
+        self.stats.checkpoint.store(checkpoint, Relaxed);
         if let Err(e) = self.log.truncate(checkpoint) {
             tracing::warn!(
                 "write-behind {}: removing applied log: {e}",
@@ -301,7 +320,18 @@ impl Mapping {
         }
     }
 
-    fn id_of(&self, key: &[u8]) -> String {
-        String::from_utf8_lossy(&key[self.config.prefix.len().min(key.len())..]).into_owned()
+    /// Deletes from the database the letters WB.DLQ took; with `load`, then reads the
+    /// database's letters into the in-memory copy (at connect).
+    fn sync_dead_letters(&self, db: &mut dyn Driver, load: bool) -> Result<(), DbError> {
+        let drops = self.dead.lock().pending_drops();
+        if !drops.is_empty() {
+            db.drop_dead_letters(&self.config.name, &drops)?;
+            self.dead.lock().dropped(&drops);
+        }
+        if load {
+            let letters = db.dead_letters(&self.config.name, crate::DEAD_MAX)?;
+            self.dead.lock().load(letters);
+        }
+        Ok(())
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod db;
+mod dead;
 mod flusher;
 pub mod log;
 mod pg;
@@ -27,6 +28,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub use config::{Database, MappingConfig, Mode, ValueShape};
 pub use db::{encode_row, Cell};
+pub use dead::{DeadLetter, DEAD_MAX};
 pub use log::OpKind;
 pub use read::{Loaded, Miss, Sink, Waiter};
 pub use through::{Done, Failed, Undo};
@@ -65,20 +67,11 @@ pub struct Stats {
     pub rows_written: AtomicU64,
     pub batches: AtomicU64,
     pub retries: AtomicU64,
-    pub dead_letters: AtomicU64,
     /// The last log number applied to the database.
     pub checkpoint: AtomicU64,
     /// Capture time (µs since the epoch) of the oldest record not yet applied; 0: none.
     pub oldest_micros: AtomicU64,
     pub last_error: Mutex<Option<String>>,
-}
-
-/// One entry of the dead-letter list.
-#[derive(Clone, Debug)]
-pub struct DeadLetter {
-    pub lsn: u64,
-    pub key: Vec<u8>,
-    pub reason: String,
 }
 
 pub struct Mapping {
@@ -88,7 +81,7 @@ pub struct Mapping {
     stop: AtomicBool,
     /// Wakes the flusher from its sleeps (stop).
     nap: (Mutex<()>, parking_lot::Condvar),
-    dead: Mutex<Vec<DeadLetter>>,
+    dead: Mutex<dead::DeadList>,
     /// Read-through's loads, remembered misses and pending keys (`read_through` only).
     pub reads: read::Reads,
     /// Write-through: the records whose writers wait for the database.
@@ -145,18 +138,9 @@ impl Mapping {
         self.waiters.expire(Some(Instant::now()), &why);
     }
 
-    fn dead_letter(&self, r: &log::Record, why: &str) {
-        self.stats.dead_letters.fetch_add(1, Relaxed);
-        let mut dead = self.dead.lock();
-        // Bounded: the oldest letters go first (they were logged when they arrived).
-        if dead.len() >= 10_000 {
-            dead.remove(0);
-        }
-        dead.push(DeadLetter {
-            lsn: r.lsn,
-            key: r.key.clone(),
-            reason: why.to_string(),
-        });
+    /// A letter the database now holds (committed with its checkpoint).
+    fn dead_letter(&self, letter: DeadLetter) {
+        self.dead.lock().add(letter);
     }
 
     /// A change that cannot be written back at all (a mapped SQL table without a one-column
@@ -167,15 +151,14 @@ impl Mapping {
             self.config.name
         );
         *self.stats.last_error.lock() = Some(why.to_string());
-        self.stats.dead_letters.fetch_add(1, Relaxed);
-        let mut dead = self.dead.lock();
-        if dead.len() >= 10_000 {
-            dead.remove(0);
-        }
-        dead.push(DeadLetter {
+        // Not a change of the log (it has no number): kept in memory only, as letter 0 (the
+        // latest such refusal).
+        self.dead.lock().add(DeadLetter {
             lsn: 0,
             key: key.to_vec(),
+            value: Vec::new(),
             reason: why.to_string(),
+            time_ms: log::now_micros() / 1000,
         });
     }
 
@@ -314,8 +297,13 @@ impl Engine {
     pub fn set_fsync(&self, f: Fsync) {
         self.settings.write().fsync = f;
     }
+    /// A smaller bound applies to the next writes: a log above it refuses (or holds) writes
+    /// until the flusher has brought it below.
     pub fn set_max_bytes(&self, b: u64) {
         self.settings.write().max_bytes = b;
+        for m in self.mappings.read().iter() {
+            m.log.set_segment_max(segment_size(b));
+        }
     }
     pub fn set_on_full(&self, o: OnFull) {
         self.settings.write().on_full = o;
@@ -340,9 +328,7 @@ impl Engine {
         }
         let dir = self.log_dir(&config.name);
         let max = self.settings.read().max_bytes;
-        // Eight segments or more per bound, so that applied ones free room well before it.
-        let segment = (max / 8).clamp(4 << 10, 64 << 20);
-        let log = log::Log::open(&dir, segment)
+        let log = log::Log::open(&dir, segment_size(max))
             .map_err(|e| format!("write-behind log {}: {e}", dir.display()))?;
         // Outside the mappings' lock: it may wait for the database (bounded).
         rebase(&config, &log);
@@ -354,7 +340,7 @@ impl Engine {
             stats: Stats::default(),
             stop: AtomicBool::new(false),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
-            dead: Mutex::new(Vec::new()),
+            dead: Mutex::new(dead::DeadList::default()),
             reads: read::Reads::default(),
             waiters: through::Waiters::default(),
         });
@@ -523,8 +509,12 @@ impl Engine {
         let Some(m) = self.mapped(key) else {
             return Ok(false);
         };
-        let s = self.settings();
-        while m.log.bytes() >= s.max_bytes {
+        // The settings are read on every turn: CONFIG SET may change them while a write waits.
+        loop {
+            let s = self.settings();
+            if m.log.bytes() < s.max_bytes {
+                break;
+            }
             if s.on_full == OnFull::Error || m.stopped() {
                 return Err(Refusal::Full);
             }
@@ -645,13 +635,17 @@ impl Engine {
         )
     }
 
-    pub fn dead_letters(&self, name: &str) -> Option<Vec<DeadLetter>> {
-        Some(self.get(name)?.dead.lock().clone())
+    /// The mapping's dead letters, newest first, at most `count` (WB.DLQ LIST).
+    pub fn dead_letters(&self, name: &str, count: usize) -> Option<Vec<DeadLetter>> {
+        Some(self.get(name)?.dead.lock().newest(count))
     }
 
-    /// Drops the dead-letter list; returns how many letters it held.
-    pub fn drop_dead_letters(&self, name: &str) -> Option<usize> {
-        Some(std::mem::take(&mut *self.get(name)?.dead.lock()).len())
+    /// Takes the letters numbered `lsns` (all: None) off the list: at once from WB.DLQ's
+    /// view, from the database at the flusher's next turn. Returns the letters taken (a
+    /// number with no letter is passed over). WB.DLQ DROP, and RETRY after it re-captured
+    /// the letters' keys.
+    pub fn take_dead_letters(&self, name: &str, lsns: Option<&[u64]>) -> Option<Vec<DeadLetter>> {
+        Some(self.get(name)?.dead.lock().take(lsns))
     }
 }
 
@@ -691,6 +685,12 @@ fn rebase(config: &MappingConfig, log: &log::Log) {
             Err(e) => tracing::error!("write-behind {}: marking the log: {e}", config.name),
         }
     }
+}
+
+/// Segment size for a log bound: eight segments or more per bound, so that applied ones free
+/// room well before it.
+fn segment_size(max_bytes: u64) -> u64 {
+    (max_bytes / 8).clamp(4 << 10, 64 << 20)
 }
 
 /// A mapping's WB.INFO fields, in order: (name, value).
@@ -799,7 +799,7 @@ impl Mapping {
         out.push(stat("rows_written", self.stats.rows_written.load(Relaxed)));
         out.push(stat("batches", self.stats.batches.load(Relaxed)));
         out.push(stat("retries", self.stats.retries.load(Relaxed)));
-        out.push(stat("dead_letters", self.stats.dead_letters.load(Relaxed)));
+        out.push(stat("dead_letters", self.dead.lock().len() as u64));
         if self.config.read_through {
             let r = &self.reads.stats;
             out.push(stat("loads", r.loads.load(Relaxed)));

@@ -140,7 +140,8 @@ struct Writer {
 
 pub struct Log {
     dir: PathBuf,
-    segment_max: u64,
+    /// A new segment starts past this size (CONFIG SET wb-max-bytes changes it).
+    segment_max: AtomicU64,
     pending: Mutex<Pending>,
     writer: Mutex<Writer>,
     /// Serialises fsyncs, so that `synced` only moves forward.
@@ -222,7 +223,7 @@ impl Log {
         File::open(dir)?.sync_all()?;
         Ok(Log {
             dir: dir.to_path_buf(),
-            segment_max,
+            segment_max: AtomicU64::new(segment_max),
             pending: Mutex::new(Pending {
                 buf: Vec::new(),
                 next,
@@ -307,7 +308,7 @@ impl Log {
         if buf.is_empty() {
             return Ok(());
         }
-        if w.size >= self.segment_max {
+        if w.size >= self.segment_max.load(Relaxed) {
             let file = OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -378,9 +379,33 @@ impl Log {
         self.disk_bytes.load(Relaxed) + self.pending_bytes.load(Relaxed)
     }
 
+    pub fn set_segment_max(&self, bytes: u64) {
+        self.segment_max.store(bytes, Relaxed);
+    }
+
     /// Deletes the segments whose records are all at or before `done` (never the current one).
+    /// A full current segment whose records are all applied is replaced by a new, empty one
+    /// first, so that an idle log shrinks to nothing (and a smaller `wb-max-bytes` can be
+    /// met) instead of keeping its last segment's applied records.
     pub fn truncate(&self, done: u64) -> std::io::Result<()> {
-        let current = self.writer.lock().segment;
+        let current = {
+            let mut w = self.writer.lock();
+            let written = self.written.load(Relaxed);
+            if done >= written && w.size > 0 && w.size >= self.segment_max.load(Relaxed) {
+                // Under the writer's lock, the next record written is `written + 1`. The old
+                // file's records are applied, hence fsynced: no fsync of it is owed.
+                let first = written + 1;
+                let file = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.dir.join(segment_name(first)))?;
+                File::open(&self.dir)?.sync_all()?;
+                w.file = Arc::new(file);
+                w.segment = first;
+                w.size = 0;
+            }
+            w.segment
+        };
         let found = segments(&self.dir)?;
         for pair in found.windows(2) {
             let ((_, path), (next_first, _)) = (&pair[0], &pair[1]);
@@ -618,5 +643,41 @@ mod tests {
         let mut r = log.reader();
         assert_eq!(r.next(9).unwrap().unwrap().value, b"1");
         assert_eq!(r.next(9).unwrap().unwrap().value, b"3");
+    }
+
+    #[test]
+    fn an_applied_full_segment_is_replaced_and_numbering_goes_on() {
+        let dir = temp("rolled");
+        let log = Log::open(&dir, 1 << 20).unwrap();
+        for i in 0..20u64 {
+            log.append(OpKind::String, format!("k{i}").as_bytes(), b"value");
+        }
+        log.write_upto(20).unwrap();
+        log.sync().unwrap();
+        log.truncate(20).unwrap();
+        assert!(log.bytes() > 0, "a segment under its size stays");
+        log.set_segment_max(64);
+        log.truncate(19).unwrap();
+        assert!(log.bytes() > 0, "record 20 is not applied yet");
+        let mut r = log.reader();
+        log.truncate(20).unwrap();
+        assert_eq!(log.bytes(), 0);
+        assert_eq!(segments(&dir).unwrap().len(), 1);
+        assert_eq!(log.append(OpKind::String, b"x", b"1"), 21);
+        log.write_upto(21).unwrap();
+        r.skip_to(20, 21).unwrap();
+        assert_eq!(r.next(21).unwrap().unwrap().lsn, 21);
+        drop(log);
+        let log = Log::open(&dir, 64).unwrap();
+        assert_eq!(log.last(), 21);
+        drop(log);
+        // Applied and empty: reopening numbers on from the empty segment's name.
+        let log = Log::open(&dir, 64).unwrap();
+        log.sync().unwrap();
+        log.truncate(21).unwrap();
+        drop(log);
+        let log = Log::open(&dir, 64).unwrap();
+        assert_eq!(log.last(), 21);
+        assert_eq!(log.append(OpKind::Delete, b"k", b""), 22);
     }
 }

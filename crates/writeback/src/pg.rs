@@ -7,7 +7,8 @@
 use postgres::{Client, NoTls};
 
 use crate::config::MappingConfig;
-use crate::db::{columns, load_sql, quoted, Columns, DbError, Driver, Row, RowChange};
+use crate::db::{columns, load_sql, quoted, refused, Columns, DbError, Driver, Row, RowChange};
+use crate::{DeadLetter, DEAD_MAX};
 
 pub struct Postgres {
     client: Client,
@@ -38,6 +39,15 @@ fn literal(out: &mut String, v: &str) {
     out.push('\'');
     out.push_str(&v.replace('\'', "''"));
     out.push('\'');
+}
+
+/// A bytea literal in hex form (`'\x4142'::bytea`).
+fn bytes_literal(out: &mut String, v: &[u8]) {
+    out.push_str("'\\x");
+    for b in v {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out.push_str("'::bytea");
 }
 
 impl Postgres {
@@ -123,6 +133,38 @@ impl Postgres {
         }
     }
 
+    /// Stores `dead` and keeps the mapping's newest [`DEAD_MAX`] letters. A letter stored
+    /// already (the same change, its batch applied again after a failed commit) stays once.
+    fn dead_statements(out: &mut String, mapping: &str, dead: &[DeadLetter]) {
+        if dead.is_empty() {
+            return;
+        }
+        for l in dead {
+            out.push_str(
+                "INSERT INTO cairn_wb_dead (mapping, lsn, key, value, reason, time_ms) VALUES (",
+            );
+            literal(out, mapping);
+            out.push_str(&format!(", {}, ", l.lsn));
+            bytes_literal(out, &l.key);
+            out.push_str(", ");
+            bytes_literal(out, &l.value);
+            out.push_str(", ");
+            literal(out, &l.reason.replace('\0', ""));
+            out.push_str(&format!(
+                ", {}) ON CONFLICT (mapping, lsn) DO NOTHING;\n",
+                l.time_ms
+            ));
+        }
+        out.push_str("DELETE FROM cairn_wb_dead WHERE mapping = ");
+        literal(out, mapping);
+        out.push_str(" AND lsn < (SELECT lsn FROM cairn_wb_dead WHERE mapping = ");
+        literal(out, mapping);
+        out.push_str(&format!(
+            " ORDER BY lsn DESC OFFSET {} LIMIT 1);\n",
+            DEAD_MAX - 1
+        ));
+    }
+
     fn checkpoint_statement(out: &mut String, mapping: &str, lsn: u64) {
         out.push_str("INSERT INTO cairn_wb_checkpoint (mapping, lsn) VALUES (");
         literal(out, mapping);
@@ -144,7 +186,11 @@ impl Driver for Postgres {
                    (mapping TEXT PRIMARY KEY, lsn BIGINT NOT NULL); \
                  CREATE TABLE IF NOT EXISTS cairn_wb_version \
                    (mapping TEXT NOT NULL, key TEXT NOT NULL, version BIGINT NOT NULL, \
-                    PRIMARY KEY (mapping, key)); COMMIT;",
+                    PRIMARY KEY (mapping, key)); \
+                 CREATE TABLE IF NOT EXISTS cairn_wb_dead \
+                   (mapping TEXT NOT NULL, lsn BIGINT NOT NULL, key BYTEA NOT NULL, \
+                    value BYTEA NOT NULL, reason TEXT NOT NULL, time_ms BIGINT NOT NULL, \
+                    PRIMARY KEY (mapping, lsn)); COMMIT;",
             )
             .map_err(error)?;
         let rows = self
@@ -174,12 +220,14 @@ impl Driver for Postgres {
         &mut self,
         cfg: &MappingConfig,
         rows: &[Row],
+        dead: &[DeadLetter],
         checkpoint: u64,
     ) -> Result<u64, DbError> {
         let mut script = String::from("BEGIN;\n");
         for row in rows {
             Self::statement(&mut script, cfg, row);
         }
+        Self::dead_statements(&mut script, &cfg.name, dead);
         Self::checkpoint_statement(&mut script, &cfg.name, checkpoint);
         script.push_str("COMMIT;");
         // The simple query protocol runs the script as one implicit unit: an error aborts the
@@ -197,10 +245,12 @@ impl Driver for Postgres {
         &mut self,
         cfg: &MappingConfig,
         rows: &[Row],
+        dead: &[DeadLetter],
+        letters: &[DeadLetter],
         checkpoint: u64,
-    ) -> Result<(u64, Vec<(usize, String)>), DbError> {
+    ) -> Result<(u64, Vec<DeadLetter>), DbError> {
         self.client.batch_execute("BEGIN").map_err(error)?;
-        let mut refused = Vec::new();
+        let mut stored = dead.to_vec();
         let mut written = 0;
         for (i, row) in rows.iter().enumerate() {
             let mut s = String::from("SAVEPOINT cairn_row;\n");
@@ -217,15 +267,51 @@ impl Driver for Postgres {
                     self.client
                         .batch_execute("ROLLBACK TO SAVEPOINT cairn_row; RELEASE cairn_row")
                         .map_err(error)?;
-                    refused.push((i, e.message));
+                    stored.push(refused(&letters[i], e.message));
                 }
             }
         }
         let mut s = String::new();
+        Self::dead_statements(&mut s, &cfg.name, &stored);
         Self::checkpoint_statement(&mut s, &cfg.name, checkpoint);
         s.push_str("COMMIT;");
-        self.client.batch_execute(&s).map_err(error)?;
-        Ok((written, refused))
+        if let Err(e) = self.client.batch_execute(&s) {
+            let _ = self.client.batch_execute("ROLLBACK");
+            return Err(error(e));
+        }
+        Ok((written, stored))
+    }
+
+    fn dead_letters(&mut self, mapping: &str, count: usize) -> Result<Vec<DeadLetter>, DbError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT lsn, key, value, reason, time_ms FROM cairn_wb_dead \
+                 WHERE mapping = $1 ORDER BY lsn DESC LIMIT $2",
+                &[&mapping, &(count.min(i64::MAX as usize) as i64)],
+            )
+            .map_err(error)?;
+        Ok(rows
+            .iter()
+            .map(|r| DeadLetter {
+                lsn: r.get::<_, i64>(0) as u64,
+                key: r.get(1),
+                value: r.get(2),
+                reason: r.get(3),
+                time_ms: r.get::<_, i64>(4) as u64,
+            })
+            .collect())
+    }
+
+    fn drop_dead_letters(&mut self, mapping: &str, lsns: &[u64]) -> Result<(), DbError> {
+        let lsns: Vec<i64> = lsns.iter().map(|&n| n as i64).collect();
+        self.client
+            .execute(
+                "DELETE FROM cairn_wb_dead WHERE mapping = $1 AND lsn = ANY($2)",
+                &[&mapping, &lsns],
+            )
+            .map_err(error)?;
+        Ok(())
     }
 
     fn load(&mut self, cfg: &MappingConfig, id: &str) -> Result<Option<Columns>, DbError> {

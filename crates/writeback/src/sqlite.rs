@@ -4,7 +4,8 @@
 use rusqlite::{params, Connection, ErrorCode};
 
 use crate::config::MappingConfig;
-use crate::db::{columns, load_sql, quoted, Columns, DbError, Driver, Row, RowChange};
+use crate::db::{columns, load_sql, quoted, refused, Columns, DbError, Driver, Row, RowChange};
+use crate::{DeadLetter, DEAD_MAX};
 
 pub struct Sqlite {
     conn: Connection,
@@ -85,6 +86,34 @@ impl Sqlite {
         Ok(1)
     }
 
+    /// Stores `dead` and keeps the mapping's newest [`DEAD_MAX`] letters (a letter stored
+    /// already stays once).
+    fn store_dead(&self, mapping: &str, dead: &[DeadLetter]) -> Result<(), rusqlite::Error> {
+        if dead.is_empty() {
+            return Ok(());
+        }
+        let mut insert = self.conn.prepare_cached(
+            "INSERT INTO cairn_wb_dead (mapping, lsn, key, value, reason, time_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (mapping, lsn) DO NOTHING",
+        )?;
+        for l in dead {
+            insert.execute(params![
+                mapping,
+                l.lsn as i64,
+                l.key,
+                l.value,
+                l.reason,
+                l.time_ms as i64
+            ])?;
+        }
+        self.conn.execute(
+            "DELETE FROM cairn_wb_dead WHERE mapping = ?1 AND lsn < (SELECT lsn FROM \
+             cairn_wb_dead WHERE mapping = ?1 ORDER BY lsn DESC LIMIT 1 OFFSET ?2)",
+            params![mapping, (DEAD_MAX - 1) as i64],
+        )?;
+        Ok(())
+    }
+
     fn set_checkpoint(&self, mapping: &str, lsn: u64) -> Result<(), rusqlite::Error> {
         self.conn.execute(
             "INSERT INTO cairn_wb_checkpoint (mapping, lsn) VALUES (?1, ?2) \
@@ -103,7 +132,11 @@ impl Driver for Sqlite {
                    (mapping TEXT PRIMARY KEY, lsn INTEGER NOT NULL); \
                  CREATE TABLE IF NOT EXISTS cairn_wb_version \
                    (mapping TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, \
-                    PRIMARY KEY (mapping, key));",
+                    PRIMARY KEY (mapping, key)); \
+                 CREATE TABLE IF NOT EXISTS cairn_wb_dead \
+                   (mapping TEXT NOT NULL, lsn INTEGER NOT NULL, key BLOB NOT NULL, \
+                    value BLOB NOT NULL, reason TEXT NOT NULL, time_ms INTEGER NOT NULL, \
+                    PRIMARY KEY (mapping, lsn));",
             )
             .map_err(error)?;
         let lsn: Option<i64> = self
@@ -138,6 +171,7 @@ impl Driver for Sqlite {
         &mut self,
         cfg: &MappingConfig,
         rows: &[Row],
+        dead: &[DeadLetter],
         checkpoint: u64,
     ) -> Result<u64, DbError> {
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(error)?;
@@ -146,6 +180,7 @@ impl Driver for Sqlite {
             for row in rows {
                 written += self.one(cfg, row)?;
             }
+            self.store_dead(&cfg.name, dead)?;
             self.set_checkpoint(&cfg.name, checkpoint)?;
             self.conn.execute_batch("COMMIT")?;
             Ok(written)
@@ -160,12 +195,14 @@ impl Driver for Sqlite {
         &mut self,
         cfg: &MappingConfig,
         rows: &[Row],
+        dead: &[DeadLetter],
+        letters: &[DeadLetter],
         checkpoint: u64,
-    ) -> Result<(u64, Vec<(usize, String)>), DbError> {
+    ) -> Result<(u64, Vec<DeadLetter>), DbError> {
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(error)?;
         let result = (|| {
             let mut written = 0;
-            let mut refused = Vec::new();
+            let mut stored = dead.to_vec();
             for (i, row) in rows.iter().enumerate() {
                 self.conn.execute_batch("SAVEPOINT cairn_row")?;
                 match self.one(cfg, row) {
@@ -176,14 +213,15 @@ impl Driver for Sqlite {
                     Err(e) if !error_clone(&e).connection => {
                         self.conn
                             .execute_batch("ROLLBACK TO cairn_row; RELEASE cairn_row")?;
-                        refused.push((i, e.to_string()));
+                        stored.push(refused(&letters[i], e.to_string()));
                     }
                     Err(e) => return Err(e),
                 }
             }
+            self.store_dead(&cfg.name, &stored)?;
             self.set_checkpoint(&cfg.name, checkpoint)?;
             self.conn.execute_batch("COMMIT")?;
-            Ok((written, refused))
+            Ok((written, stored))
         })();
         if result.is_err() {
             let _ = self.conn.execute_batch("ROLLBACK");
@@ -193,6 +231,21 @@ impl Driver for Sqlite {
 
     fn load(&mut self, cfg: &MappingConfig, id: &str) -> Result<Option<Columns>, DbError> {
         self.load_row(cfg, id).map_err(error)
+    }
+
+    fn dead_letters(&mut self, mapping: &str, count: usize) -> Result<Vec<DeadLetter>, DbError> {
+        self.read_dead(mapping, count).map_err(error)
+    }
+
+    fn drop_dead_letters(&mut self, mapping: &str, lsns: &[u64]) -> Result<(), DbError> {
+        let mut delete = self
+            .conn
+            .prepare_cached("DELETE FROM cairn_wb_dead WHERE mapping = ?1 AND lsn = ?2")
+            .map_err(error)?;
+        for &n in lsns {
+            delete.execute(params![mapping, n as i64]).map_err(error)?;
+        }
+        Ok(())
     }
 }
 
@@ -220,6 +273,23 @@ impl Sqlite {
         }
         Ok(Some(out))
     }
+
+    fn read_dead(&self, mapping: &str, count: usize) -> Result<Vec<DeadLetter>, rusqlite::Error> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT lsn, key, value, reason, time_ms FROM cairn_wb_dead \
+             WHERE mapping = ?1 ORDER BY lsn DESC LIMIT ?2",
+        )?;
+        let rows = q.query_map(params![mapping, count.min(i64::MAX as usize) as i64], |r| {
+            Ok(DeadLetter {
+                lsn: r.get::<_, i64>(0)? as u64,
+                key: r.get(1)?,
+                value: r.get(2)?,
+                reason: r.get(3)?,
+                time_ms: r.get::<_, i64>(4)? as u64,
+            })
+        })?;
+        rows.collect()
+    }
 }
 
 fn error_clone(e: &rusqlite::Error) -> DbError {
@@ -230,5 +300,89 @@ fn error_clone(e: &rusqlite::Error) -> DbError {
     DbError {
         message: e.to_string(),
         connection,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(name: &str) -> (Sqlite, MappingConfig) {
+        let path =
+            std::env::temp_dir().join(format!("cairn-wbdead-{name}-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let path = path.to_str().unwrap().to_string();
+        let pairs: Vec<(String, String)> = [
+            ("prefix", "note:"),
+            ("database", &format!("sqlite://{path}")),
+            ("table", "notes"),
+            ("value", "string"),
+            ("value_column", "body"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let cfg = MappingConfig::from_pairs("notes", &pairs).unwrap();
+        let mut db = Sqlite::open(&path).unwrap();
+        db.conn
+            .execute_batch(
+                "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT CHECK (body <> 'poison'))",
+            )
+            .unwrap();
+        assert_eq!(db.checkpoint("notes").unwrap(), 0);
+        (db, cfg)
+    }
+
+    fn letter(lsn: u64, reason: &str) -> DeadLetter {
+        DeadLetter {
+            lsn,
+            key: format!("note:{lsn}").into_bytes(),
+            value: b"poison".to_vec(),
+            reason: reason.into(),
+            time_ms: 7,
+        }
+    }
+
+    fn row(lsn: u64, body: &str) -> Row {
+        Row {
+            id: lsn.to_string(),
+            lsn,
+            change: RowChange::Upsert(vec![("body".into(), body.into())]),
+        }
+    }
+
+    #[test]
+    fn letters_commit_with_the_checkpoint_once_and_bounded() {
+        let (mut db, cfg) = setup("commit");
+        // A batch with a refused row: it fails whole, stores nothing.
+        let rows = [row(1, "fine"), row(2, "poison")];
+        assert!(db.apply(&cfg, &rows, &[letter(3, "early")], 3).is_err());
+        assert!(db.dead_letters("notes", 10).unwrap().is_empty());
+        assert_eq!(db.checkpoint("notes").unwrap(), 0);
+        // Row by row: the refused row's letter and the early one commit with the checkpoint.
+        let letters = [letter(1, ""), letter(2, "")];
+        let (written, stored) = db
+            .apply_each(&cfg, &rows, &[letter(3, "early")], &letters, 3)
+            .unwrap();
+        assert_eq!(written, 1);
+        assert_eq!(stored.len(), 2);
+        assert_eq!(db.checkpoint("notes").unwrap(), 3);
+        let read = db.dead_letters("notes", 10).unwrap();
+        assert_eq!(read.iter().map(|l| l.lsn).collect::<Vec<_>>(), vec![3, 2]);
+        assert!(read[1].reason.contains("CHECK"), "{}", read[1].reason);
+        assert_eq!(read[0], letter(3, "early"));
+        // The same letters again (a batch applied twice) stay once.
+        db.apply(&cfg, &[], &[letter(3, "again")], 3).unwrap();
+        assert_eq!(db.dead_letters("notes", 10).unwrap().len(), 2);
+        db.drop_dead_letters("notes", &[2, 99]).unwrap();
+        assert_eq!(db.dead_letters("notes", 10).unwrap().len(), 1);
+        // Bounded: the newest DEAD_MAX stay.
+        let many: Vec<DeadLetter> = (10..10 + DEAD_MAX as u64 + 5)
+            .map(|n| letter(n, "x"))
+            .collect();
+        db.apply(&cfg, &[], &many, 4).unwrap();
+        let kept = db.dead_letters("notes", usize::MAX).unwrap();
+        assert_eq!(kept.len(), DEAD_MAX);
+        assert_eq!(kept.last().unwrap().lsn, 15);
     }
 }

@@ -310,7 +310,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("wb.info", -1, ADMIN, NONE, wb::info, "Shows write-behind mappings: settings, queue, bytes, oldest age, rows written, retries, dead letters."),
     cmd("wb.add", -4, ADMIN, NONE, wb::add, "Adds a write-behind mapping: WB.ADD name key value [key value ...]."),
     cmd("wb.del", 2, ADMIN, NONE, wb::del, "Removes a write-behind mapping (its log stays on disk)."),
-    cmd("wb.dlq", 3, ADMIN, NONE, wb::dlq, "A write-behind mapping's dead-letter list: WB.DLQ name LIST | DROP."),
+    cmd("wb.dlq", -3, ADMIN, NONE, wb::dlq, "A write-behind mapping's dead-letter list: WB.DLQ name LIST [count] | DROP [lsn ...] | RETRY [lsn ...]."),
 ];
 
 /// Internal entries for the memcached verbs that have no RESP command (memcached requests

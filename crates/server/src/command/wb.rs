@@ -219,28 +219,101 @@ fn reply_map(ctx: &mut Ctx<'_, '_>, fields: &[(String, String)]) {
     }
 }
 
-/// WB.DLQ name LIST | DROP: the dead-letter list (rows the database refused).
+/// WB.DLQ name LIST [count] | DROP [lsn ...] | RETRY [lsn ...]: the dead-letter list (changes
+/// the database refused), kept in the database (docs/writebehind.md, "Dead letters").
 pub fn dlq(ctx: &mut Ctx<'_, '_>) {
     let name = String::from_utf8_lossy(ctx.arg(1)).into_owned();
     let sub = ctx.arg(2).to_ascii_lowercase();
-    let wb = &ctx.shared.writeback;
-    match sub.as_slice() {
-        b"list" => {
-            let Some(letters) = wb.dead_letters(&name) else {
-                return ctx.err(b"ERR no such write-behind mapping");
-            };
-            ctx.array(letters.len());
-            for l in &letters {
-                ctx.array(3);
-                ctx.int(l.lsn as i64);
-                ctx.bulk(&l.key);
-                ctx.bulk(l.reason.as_bytes());
-            }
-        }
-        b"drop" => match wb.drop_dead_letters(&name) {
-            Some(n) => ctx.int(n as i64),
-            None => ctx.err(b"ERR no such write-behind mapping"),
-        },
-        _ => ctx.err(b"ERR WB.DLQ subcommands: LIST, DROP"),
+    if ctx.shared.writeback.get(&name).is_none() {
+        return ctx.err(b"ERR no such write-behind mapping");
     }
+    match sub.as_slice() {
+        b"list" => dlq_list(ctx, &name),
+        b"drop" | b"retry" => {
+            let mut lsns = Vec::new();
+            for i in 3..ctx.argc() {
+                match super::parse_i64(ctx.arg(i)) {
+                    Some(n) if n > 0 => lsns.push(n as u64),
+                    _ => {
+                        return ctx
+                            .err(b"ERR a dead letter's number (its LSN) is a positive integer")
+                    }
+                }
+            }
+            let lsns = (ctx.argc() > 3).then_some(lsns);
+            if sub == b"retry" {
+                return dlq_retry(ctx, &name, lsns.as_deref());
+            }
+            let taken = ctx
+                .shared
+                .writeback
+                .take_dead_letters(&name, lsns.as_deref());
+            ctx.int(taken.map_or(0, |t| t.len()) as i64)
+        }
+        _ => ctx.err(b"ERR WB.DLQ subcommands: LIST [count], DROP [lsn ...], RETRY [lsn ...]"),
+    }
+}
+
+/// Newest first: `[lsn, key, reason, value, time_ms]` each.
+fn dlq_list(ctx: &mut Ctx<'_, '_>, name: &str) {
+    let count = match ctx.argc() {
+        3 => usize::MAX,
+        4 => match super::parse_i64(ctx.arg(3)) {
+            Some(n) if n >= 0 => n as usize,
+            _ => return ctx.err(super::NOT_INTEGER),
+        },
+        _ => return ctx.err(b"ERR syntax error: WB.DLQ name LIST [count]"),
+    };
+    let letters = ctx
+        .shared
+        .writeback
+        .dead_letters(name, count)
+        .unwrap_or_default();
+    ctx.array(letters.len());
+    for l in &letters {
+        ctx.array(5);
+        ctx.int(l.lsn as i64);
+        ctx.bulk(&l.key);
+        ctx.bulk(l.reason.as_bytes());
+        ctx.bulk(&l.value);
+        ctx.int(l.time_ms as i64);
+    }
+}
+
+/// Retries letters by re-capturing each one's key as the cache holds it NOW, with a new log
+/// number, then removing the letters. Never the letter's own (old) value: the key may have
+/// changed since, and that old value would then overwrite a newer row. A key the cache no
+/// longer holds is not re-captured: a later delete of it is in the log already, and an
+/// eviction or expiry does not change the database. Replies the letters retried.
+fn dlq_retry(ctx: &mut Ctx<'_, '_>, name: &str, lsns: Option<&[u64]>) {
+    if ctx.shared.store.replica_mode() {
+        return ctx.err(b"ERR a replica leaves write-behind to its primary");
+    }
+    if matches!(ctx.db, store::Db::Locked(_)) {
+        return ctx.err(b"ERR WB.DLQ RETRY is not allowed in a transaction");
+    }
+    let wb = ctx.shared.writeback.clone();
+    let mut chosen = wb.dead_letters(name, usize::MAX).unwrap_or_default();
+    if let Some(lsns) = lsns {
+        chosen.retain(|l| lsns.contains(&l.lsn));
+    }
+    let mut keys: Vec<Vec<u8>> = chosen.iter().map(|l| l.key.clone()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.iter().any(|k| wb.admit(k).is_err()) {
+        return ctx.err(FULL);
+    }
+    for key in &keys {
+        // Under the key's shard lock, as the change tap captures: numbered in the store's
+        // order with the key's other writes.
+        ctx.db.write(key, |entry| {
+            if let Some(item) = entry.item() {
+                let op = crate::wb_tap::op_of(item.kind());
+                wb.capture(key, op, &item.portable_value(), || None);
+            }
+        });
+    }
+    let numbers: Vec<u64> = chosen.iter().map(|l| l.lsn).collect();
+    let taken = wb.take_dead_letters(name, Some(&numbers));
+    ctx.int(taken.map_or(0, |t| t.len()) as i64)
 }

@@ -43,6 +43,8 @@ pub struct Settings {
     pub repl: Arc<RwLock<super::ReplConfig>>,
     /// Read by every write on a primary (0: off).
     pub min_replicas_to_write: AtomicU64,
+    /// Write-behind: holds wb-fsync, wb-max-bytes and wb-on-full itself.
+    pub writeback: Arc<writeback::Engine>,
     /// Serialises CONFIG SET and CONFIG REWRITE, so a snapshot they take stays true while
     /// they work on it.
     changing: Mutex<()>,
@@ -73,7 +75,11 @@ impl std::fmt::Display for SetError {
 }
 
 impl Settings {
-    pub fn new(config: &Config, store: Arc<store::Store>) -> Settings {
+    pub fn new(
+        config: &Config,
+        store: Arc<store::Store>,
+        writeback: Arc<writeback::Engine>,
+    ) -> Settings {
         let settings = Settings {
             startup: config.clone(),
             store,
@@ -91,6 +97,7 @@ impl Settings {
             busy_reply_threshold: AtomicU64::new(config.busy_reply_threshold),
             repl: Arc::new(RwLock::new(config.repl.clone())),
             min_replicas_to_write: AtomicU64::new(config.repl.min_replicas_to_write),
+            writeback,
             changing: Mutex::new(()),
         };
         settings.set_requirepass(config.requirepass.as_deref().map(str::as_bytes));

@@ -819,63 +819,75 @@ pub static SETTINGS: &[Setting] = &[
         no_op_read,
         no_op_write,
     ),
-    fixed(
-        "wb-fsync",
-        "POLICY",
-        "When the write-behind log is fsynced: always (the reply waits for a group fsync) or \
-         everysec (once a second; a machine crash may lose the last second, a crash of cairn \
-         loses nothing).",
-        DefaultValue::Text("everysec"),
-        Kind::Text,
-        |c, v| {
-            c.wb_fsync = match v.to_ascii_lowercase().as_str() {
-                "always" => writeback::Fsync::Always,
-                "everysec" => writeback::Fsync::Everysec,
-                _ => return Err(format!("wb-fsync '{v}': expected always or everysec")),
-            };
-            Ok(())
-        },
-        |c| match c.wb_fsync {
-            writeback::Fsync::Always => "always".into(),
-            writeback::Fsync::Everysec => "everysec".into(),
-        },
+    mutable(
+        fixed(
+            "wb-fsync",
+            "POLICY",
+            "When the write-behind log is fsynced: always (the reply waits for a group fsync) or \
+             everysec (once a second; a machine crash may lose the last second, a crash of cairn \
+             loses nothing).",
+            DefaultValue::Text("everysec"),
+            Kind::Text,
+            |c, v| {
+                c.wb_fsync = match v.to_ascii_lowercase().as_str() {
+                    "always" => writeback::Fsync::Always,
+                    "everysec" => writeback::Fsync::Everysec,
+                    _ => return Err(format!("wb-fsync '{v}': expected always or everysec")),
+                };
+                Ok(())
+            },
+            |c| match c.wb_fsync {
+                writeback::Fsync::Always => "always".into(),
+                writeback::Fsync::Everysec => "everysec".into(),
+            },
+        ),
+        |s, c| c.wb_fsync = s.writeback.settings().fsync,
+        |s, c| s.writeback.set_fsync(c.wb_fsync),
     ),
-    fixed(
-        "wb-max-bytes",
-        "SIZE",
-        "Bytes one write-behind mapping's log may hold (at least 64kb); past it, writes to \
-         its keys meet --wb-on-full.",
-        DefaultValue::Text("1gb"),
-        Kind::Int,
-        |c, v| {
-            let n = parse_size(v)?;
-            if n < 64 << 10 {
-                return Err(format!("wb-max-bytes '{v}': at least 64kb"));
-            }
-            c.wb_max_bytes = n;
-            Ok(())
-        },
-        |c| c.wb_max_bytes.to_string(),
+    mutable(
+        fixed(
+            "wb-max-bytes",
+            "SIZE",
+            "Bytes one write-behind mapping's log may hold (at least 64kb); past it, writes to \
+             its keys meet --wb-on-full.",
+            DefaultValue::Text("1gb"),
+            Kind::Int,
+            |c, v| {
+                let n = parse_size(v)?;
+                if n < 64 << 10 {
+                    return Err(format!("wb-max-bytes '{v}': at least 64kb"));
+                }
+                c.wb_max_bytes = n;
+                Ok(())
+            },
+            |c| c.wb_max_bytes.to_string(),
+        ),
+        |s, c| c.wb_max_bytes = s.writeback.settings().max_bytes,
+        |s, c| s.writeback.set_max_bytes(c.wb_max_bytes),
     ),
-    fixed(
-        "wb-on-full",
-        "POLICY",
-        "A write to a mapped key when its write-behind log is full: error (-BUSY \
-         write-behind queue full) or block (waits for room, stalling its I/O thread).",
-        DefaultValue::Text("error"),
-        Kind::Text,
-        |c, v| {
-            c.wb_on_full = match v.to_ascii_lowercase().as_str() {
-                "error" => writeback::OnFull::Error,
-                "block" => writeback::OnFull::Block,
-                _ => return Err(format!("wb-on-full '{v}': expected error or block")),
-            };
-            Ok(())
-        },
-        |c| match c.wb_on_full {
-            writeback::OnFull::Error => "error".into(),
-            writeback::OnFull::Block => "block".into(),
-        },
+    mutable(
+        fixed(
+            "wb-on-full",
+            "POLICY",
+            "A write to a mapped key when its write-behind log is full: error (-BUSY \
+             write-behind queue full) or block (waits for room, stalling its I/O thread).",
+            DefaultValue::Text("error"),
+            Kind::Text,
+            |c, v| {
+                c.wb_on_full = match v.to_ascii_lowercase().as_str() {
+                    "error" => writeback::OnFull::Error,
+                    "block" => writeback::OnFull::Block,
+                    _ => return Err(format!("wb-on-full '{v}': expected error or block")),
+                };
+                Ok(())
+            },
+            |c| match c.wb_on_full {
+                writeback::OnFull::Error => "error".into(),
+                writeback::OnFull::Block => "block".into(),
+            },
+        ),
+        |s, c| c.wb_on_full = s.writeback.settings().on_full,
+        |s, c| s.writeback.set_on_full(c.wb_on_full),
     ),
     // Replication (docs/replication.md). `replicaof` is where the server starts; REPLICAOF
     // changes the role while it runs.

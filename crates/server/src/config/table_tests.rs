@@ -84,7 +84,13 @@ fn settings_for(config: &Config) -> Settings {
         policy: config.maxmemory_policy,
         ..store::StoreConfig::default()
     });
-    Settings::new(config, store)
+    let writeback = writeback::Engine::new(writeback::EngineSettings {
+        dir: config.persist.dir.clone(),
+        fsync: config.wb_fsync,
+        max_bytes: config.wb_max_bytes,
+        on_full: config.wb_on_full,
+    });
+    Settings::new(config, store, writeback)
 }
 
 fn render(config: &Config, name: &str) -> String {
