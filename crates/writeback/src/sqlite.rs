@@ -345,9 +345,10 @@ mod tests {
 
     fn row(lsn: u64, body: &str) -> Row {
         Row {
+            key_column: "id".into(),
             id: lsn.to_string(),
             lsn,
-            change: RowChange::Upsert(vec![("body".into(), body.into())]),
+            change: RowChange::Upsert(vec![("body".into(), Some(body.into()))]),
         }
     }
 
