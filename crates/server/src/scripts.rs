@@ -44,7 +44,8 @@ pub struct Cached {
 
 #[derive(Default)]
 struct Cache {
-    by_sha: HashMap<[u8; 40], Cached>,
+    /// By SHA, hashed with aHash: every EVALSHA looks here (SipHash cost it measurably).
+    by_sha: HashMap<[u8; 40], Cached, ahash::RandomState>,
     bytes: usize,
 }
 
@@ -103,7 +104,8 @@ pub type Pass<'a> = RwLockReadGuard<'a, ()>;
 
 /// A script's hold on every gate.
 pub struct Exclusive<'a> {
-    _gates: Vec<RwLockWriteGuard<'a, ()>>,
+    /// The gates' guards, in place (every EVALSHA takes them: no allocation for them).
+    _gates: [Option<RwLockWriteGuard<'a, ()>>; MAX_GATES],
     scripts: &'a Scripts,
     pub running: Arc<Running>,
 }
@@ -158,11 +160,12 @@ impl Scripts {
     /// As `exclusive`, but gives up (None: the caller replies -BUSY) when another script
     /// holds the gates and has run `threshold` already.
     pub fn exclusive_within(&self, threshold: Duration) -> Option<Exclusive<'_>> {
-        let mut gates = Vec::with_capacity(self.gates.len());
-        for gate in self.gates.iter() {
+        let mut gates: [Option<RwLockWriteGuard<'_, ()>>; MAX_GATES] =
+            std::array::from_fn(|_| None);
+        for (gate, slot) in self.gates.iter().zip(gates.iter_mut()) {
             loop {
                 if let Some(g) = gate.try_write_for(Duration::from_millis(1)) {
-                    gates.push(g);
+                    *slot = Some(g);
                     break;
                 }
                 let started = self.running.lock().as_ref().map(|r| r.started);
