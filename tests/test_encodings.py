@@ -8,6 +8,8 @@ packed sets or lists (`listpack` for them is Redis 7.2) and no field expiry (`li
 
 import pytest
 
+from conftest import TARGET
+
 pytestmark = pytest.mark.redis_only
 
 THRESHOLDS = {
@@ -118,5 +120,7 @@ def test_thresholds_follow_config_set(r, limits):
     r.hset("h2", mapping={"a": "1", "b": "2", "c": "3"})
     r.zadd("z2", {"a": 1, "b": 2, "c": 3})
     r.sadd("s2", 1, 2, 3)
-    assert (enc(r, "h2"), enc(r, "z2"), enc(r, "s2")) == ("hashtable", "skiplist", "hashtable")
+    # Past set-max-intset-entries Redis 7.2+ packs a small set as a listpack; 7.0 has none.
+    packed_set = "hashtable" if TARGET == "redis" else "listpack"
+    assert (enc(r, "h2"), enc(r, "z2"), enc(r, "s2")) == ("hashtable", "skiplist", packed_set)
     assert r.config_get("hash-max-listpack-entries") == {"hash-max-listpack-entries": "2"}
