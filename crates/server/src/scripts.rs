@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::clients::ClientInfo;
 use crate::protocol::Protocol;
@@ -62,7 +62,8 @@ pub struct Scripts {
     cache: Mutex<Cache>,
     gates: Box<[RwLock<()>]>,
     running: Mutex<Option<Arc<Running>>>,
-    /// Bumped by SCRIPT FLUSH: interpreters drop their compiled functions when it changes.
+    /// Bumped by SCRIPT FLUSH and when the cache forgets scripts: interpreters drop their
+    /// compiled functions when it changes.
     pub epoch: AtomicU64,
     /// The client MONITOR shows for commands a script runs (`[0 lua]`).
     pub lua_client: Arc<ClientInfo>,
@@ -104,10 +105,26 @@ pub type Pass<'a> = RwLockReadGuard<'a, ()>;
 
 /// A script's hold on every gate.
 pub struct Exclusive<'a> {
-    /// The gates' guards, in place (every EVALSHA takes them: no allocation for them).
-    _gates: [Option<RwLockWriteGuard<'a, ()>>; MAX_GATES],
+    _gates: Gates<'a>,
     scripts: &'a Scripts,
     pub running: Arc<Running>,
+}
+
+/// The gates a script has taken, released when dropped. Every EVALSHA takes them, so they are
+/// held as a count over the gates (their guards forgotten) rather than a collection of guards.
+struct Gates<'a> {
+    gates: &'a [RwLock<()>],
+    taken: usize,
+}
+
+impl Drop for Gates<'_> {
+    fn drop(&mut self) {
+        for gate in &self.gates[..self.taken] {
+            // SAFETY: the first `taken` gates were write-locked by `exclusive_within` for this
+            // hold, which forgot their guards; nothing else unlocks them.
+            unsafe { gate.force_unlock_write() };
+        }
+    }
 }
 
 impl Drop for Exclusive<'_> {
@@ -160,12 +177,15 @@ impl Scripts {
     /// As `exclusive`, but gives up (None: the caller replies -BUSY) when another script
     /// holds the gates and has run `threshold` already.
     pub fn exclusive_within(&self, threshold: Duration) -> Option<Exclusive<'_>> {
-        let mut gates: [Option<RwLockWriteGuard<'_, ()>>; MAX_GATES] =
-            std::array::from_fn(|_| None);
-        for (gate, slot) in self.gates.iter().zip(gates.iter_mut()) {
+        let mut gates = Gates {
+            gates: &self.gates,
+            taken: 0,
+        };
+        for gate in self.gates.iter() {
             loop {
                 if let Some(g) = gate.try_write_for(Duration::from_millis(1)) {
-                    *slot = Some(g);
+                    std::mem::forget(g);
+                    gates.taken += 1;
                     break;
                 }
                 let started = self.running.lock().as_ref().map(|r| r.started);
@@ -240,6 +260,11 @@ impl Scripts {
                     cache.bytes -= n;
                     freed += n as isize;
                 }
+            }
+            if freed > 0 {
+                // Interpreters keep compiled scripts by SHA (EVALSHA runs them without looking
+                // here): they drop them, so a forgotten script answers NOSCRIPT.
+                self.epoch.fetch_add(1, Relaxed);
             }
             if cache.bytes + cost > MAX_CACHE_BYTES {
                 return None;

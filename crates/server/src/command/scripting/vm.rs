@@ -119,7 +119,8 @@ pub struct Vm {
     globals: Table,
     /// `function(f) return xpcall(f, handler) end`.
     runner: Function,
-    functions: HashMap<[u8; 40], Function, ahash::RandomState>,
+    /// Compiled scripts by SHA, with whether their shebang says `no-writes`.
+    functions: HashMap<[u8; 40], (Function, bool), ahash::RandomState>,
     epoch: u64,
     /// The interpreter's memory last added to `Scripts::vm_memory` (INFO used_memory_lua).
     reported: usize,
@@ -198,20 +199,33 @@ impl Vm {
         self.reported = now;
     }
 
-    /// The compiled function of a script, compiling it the first time (the error is Lua's
-    /// message, `user_script:1: ...`).
-    pub fn function(
-        &mut self,
-        epoch: u64,
-        sha: &[u8; 40],
-        body: &[u8],
-    ) -> Result<Function, String> {
+    /// The compiled function of a script and its `no-writes` flag, if this interpreter has
+    /// it for the script cache's `epoch` (read before the cache was looked at: a flush or an
+    /// eviction since bumps it). EVALSHA then needs neither the cache nor the body.
+    pub fn compiled(&mut self, epoch: u64, sha: &[u8; 40]) -> Option<(Function, bool)> {
+        self.forget_if_stale(epoch);
+        self.functions.get(sha).cloned()
+    }
+
+    fn forget_if_stale(&mut self, epoch: u64) {
         if self.epoch != epoch || self.functions.len() >= MAX_FUNCTIONS {
             self.epoch = epoch;
             self.functions.clear();
             let _ = self.lua.gc_collect();
         }
-        if let Some(f) = self.functions.get(sha) {
+    }
+
+    /// The compiled function of a script, compiling it the first time (the error is Lua's
+    /// message, `user_script:1: ...`); `no_writes`: its shebang's flag, kept with it.
+    pub fn function(
+        &mut self,
+        epoch: u64,
+        sha: &[u8; 40],
+        body: &[u8],
+        no_writes: bool,
+    ) -> Result<Function, String> {
+        self.forget_if_stale(epoch);
+        if let Some((f, _)) = self.functions.get(sha) {
             return Ok(f.clone());
         }
         let f = self
@@ -225,7 +239,7 @@ impl Vm {
                 mlua::Error::SyntaxError { message, .. } => message,
                 other => error_text(&other),
             })?;
-        self.functions.insert(*sha, f.clone());
+        self.functions.insert(*sha, (f.clone(), no_writes));
         Ok(f)
     }
 
