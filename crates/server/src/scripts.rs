@@ -313,9 +313,12 @@ mod tests {
         assert!(s.insert([b'a'; 40], &big, true).is_some());
         assert!(s.insert([b'b'; 40], &big, false).is_some());
         assert!(s.insert([b'c'; 40], &big, false).is_some());
-        // Full: an EVAL-sent one goes, the loaded one stays.
+        let epoch = s.epoch.load(Relaxed);
+        // Full: an EVAL-sent one goes, the loaded one stays, and the interpreters are told
+        // (they would otherwise still run the forgotten one by its SHA).
         assert!(s.insert([b'd'; 40], &big, true).is_some());
         assert!(s.contains(&[b'a'; 40]) && s.contains(&[b'd'; 40]));
+        assert!(s.epoch.load(Relaxed) > epoch);
         assert!(s.usage().1 <= MAX_CACHE_BYTES);
         assert!(s.insert([b'e'; 40], &big, true).is_some());
         // Only loaded ones left: no room.

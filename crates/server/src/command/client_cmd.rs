@@ -119,8 +119,7 @@ pub fn unblock(ctx: &mut Ctx<'_, '_>) {
         _ => return ctx.err(b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
     };
     let unblocked = u64::try_from(id).is_ok_and(|id| {
-        ctx.shared.blocking.unblock(id, error)
-            || ctx.shared.replication.unblock_waiter(id, error)
+        ctx.shared.blocking.unblock(id, error) || ctx.shared.replication.unblock_waiter(id, error)
     });
     ctx.int(i64::from(unblocked))
 }

@@ -32,8 +32,8 @@ pub fn encoding(item: &Item<'_>, limits: &EncodingLimits) -> &'static str {
         (Kind::Hash, _) => hash_encoding(item.value(), limits),
         (_, Some(Collection::Set(set))) => {
             let n = set.len();
-            let ints = n as i64 <= limits.set_intset_entries
-                && set.iter().all(|m| parse_i64(m).is_some());
+            let ints =
+                n as i64 <= limits.set_intset_entries && set.iter().all(|m| parse_i64(m).is_some());
             if ints {
                 "intset"
             } else if packs(n, set.iter(), limits.set_entries, limits.set_value) {
@@ -97,7 +97,10 @@ fn list_packs<'a>(n: usize, elements: impl Iterator<Item = &'a [u8]>, fill: i64)
     let (max_entries, max_bytes) = if fill >= 0 {
         (fill as usize, LIST_SAFETY_BYTES)
     } else {
-        (usize::MAX, 4096usize << (fill.unsigned_abs().clamp(1, 5) - 1))
+        (
+            usize::MAX,
+            4096usize << (fill.unsigned_abs().clamp(1, 5) - 1),
+        )
     };
     if n > max_entries {
         return false;

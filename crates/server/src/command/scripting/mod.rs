@@ -162,7 +162,11 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
         }
         let vm = slot.as_mut().expect("made above");
         // EVALSHA of a script this interpreter compiled: no cache lookup, no body.
-        let hit = if by_sha { vm.compiled(epoch, &sha) } else { None };
+        let hit = if by_sha {
+            vm.compiled(epoch, &sha)
+        } else {
+            None
+        };
         let cached = match (&hit, by_sha) {
             (None, true) => match scripts.get(&sha) {
                 Some(body) => Some(body),
