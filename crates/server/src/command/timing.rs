@@ -33,7 +33,8 @@ fn source() -> &'static Source {
 
 /// Nanoseconds per counter tick, measured over 10 ms against `Instant`, when the kernel's
 /// clocksource is the counter; None otherwise. Both clocks count wall time, so being
-/// descheduled meanwhile does not skew the ratio.
+/// descheduled meanwhile does not skew the ratio. It runs once, before the server's first
+/// command is stamped (that command's reply is 10 ms later; its measured time is not).
 #[cfg(target_arch = "x86_64")]
 fn calibrate() -> Option<f64> {
     let clocksource =
