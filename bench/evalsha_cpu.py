@@ -14,6 +14,7 @@ bench/results/evalsha_cpu.md, which names the commit and the machine.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 import statistics
@@ -104,7 +105,9 @@ def main():
             f"{opts.rounds}` on {B.machine_line(machine)}.\n\n"
             f"Each request is a SET plus an EVALSHA of the lock-release script frameworks use "
             f"(`{SCRIPT}`), pipelined by {opts.pipeline}, one I/O thread each; the figure is the "
-            f"server's own CPU time per request (µs), median of the rounds.\n\n"
+            f"server's own CPU time per request (µs), median of the rounds. Rounds alternate "
+            f"between the servers; the machine may be shared with other work (load average "
+            f"{os.getloadavg()[0]:.1f} at the end), which the spread of the rounds shows.\n\n"
             + B.md_table(["server", "µs CPU per SET + EVALSHA", "rounds"], rows)
             + f"\n\nRatio cairn / redis: **{med['cairn'] / med['redis']:.2f}**.\n")
     out = Path(__file__).resolve().parent / "results"

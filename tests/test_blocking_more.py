@@ -122,3 +122,25 @@ def test_blmpop_bzmpop_wait(server, r):
     c.send(resp("BLMPOP", "x", "1", "zq", "LEFT"))
     assert c.read_resp(timeout=5) == b"-ERR timeout is not a float or out of range\r\n"
     c.close()
+
+
+def test_client_unblock_wait(server, r):
+    """A client blocked in WAIT (no replica acknowledges) is answered by CLIENT UNBLOCK: with
+    the count reached so far (TIMEOUT, the default) or -UNBLOCKED (ERROR)."""
+    c = server.raw()
+    c.send(resp("CLIENT", "ID"))
+    cid = int(c.read_resp(timeout=5)[1:-2])
+    c.send(resp("SET", "k", "v"))
+    assert c.read_resp(timeout=5) == b"+OK\r\n"
+    c.send(resp("WAIT", "1", "0"))
+    assert c.read_available(wait=0.2) == b""
+    assert r.client_unblock(cid) == 1
+    assert c.read_resp(timeout=5) == b":0\r\n"
+    c.send(resp("WAIT", "1", "0"))
+    assert c.read_available(wait=0.2) == b""
+    assert r.client_unblock(cid, error=True) == 1
+    assert c.read_resp(timeout=5) == b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+    assert r.client_unblock(cid) == 0
+    c.send(resp("PING"))
+    assert c.read_resp(timeout=5) == b"+PONG\r\n"
+    c.close()

@@ -247,8 +247,11 @@ def test_script_cache(r):
         r.evalsha("short", 0)
     with pytest.raises(redis.ResponseError, match="Error compiling script"):
         r.script_load("return +")
+    r.evalsha(sha, 0)  # compiled by the interpreter: the flush must drop that copy too
     assert r.script_flush() is True
     assert r.script_exists(sha) == [False]
+    with pytest.raises(redis.exceptions.NoScriptError):
+        r.evalsha(sha, 0)
     assert r.execute_command("SCRIPT", "FLUSH", "ASYNC") in (b"OK", True)
     with pytest.raises(redis.ResponseError, match="SYNC|ASYNC"):
         r.execute_command("SCRIPT", "FLUSH", "LATER")

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::clients::ClientInfo;
 use crate::protocol::Protocol;
@@ -44,7 +44,8 @@ pub struct Cached {
 
 #[derive(Default)]
 struct Cache {
-    by_sha: HashMap<[u8; 40], Cached>,
+    /// By SHA, hashed with aHash: every EVALSHA looks here (SipHash cost it measurably).
+    by_sha: HashMap<[u8; 40], Cached, ahash::RandomState>,
     bytes: usize,
 }
 
@@ -61,7 +62,8 @@ pub struct Scripts {
     cache: Mutex<Cache>,
     gates: Box<[RwLock<()>]>,
     running: Mutex<Option<Arc<Running>>>,
-    /// Bumped by SCRIPT FLUSH: interpreters drop their compiled functions when it changes.
+    /// Bumped by SCRIPT FLUSH and when the cache forgets scripts: interpreters drop their
+    /// compiled functions when it changes.
     pub epoch: AtomicU64,
     /// The client MONITOR shows for commands a script runs (`[0 lua]`).
     pub lua_client: Arc<ClientInfo>,
@@ -103,9 +105,26 @@ pub type Pass<'a> = RwLockReadGuard<'a, ()>;
 
 /// A script's hold on every gate.
 pub struct Exclusive<'a> {
-    _gates: Vec<RwLockWriteGuard<'a, ()>>,
+    _gates: Gates<'a>,
     scripts: &'a Scripts,
     pub running: Arc<Running>,
+}
+
+/// The gates a script has taken, released when dropped. Every EVALSHA takes them, so they are
+/// held as a count over the gates (their guards forgotten) rather than a collection of guards.
+struct Gates<'a> {
+    gates: &'a [RwLock<()>],
+    taken: usize,
+}
+
+impl Drop for Gates<'_> {
+    fn drop(&mut self) {
+        for gate in &self.gates[..self.taken] {
+            // SAFETY: the first `taken` gates were write-locked by `exclusive_within` for this
+            // hold, which forgot their guards; nothing else unlocks them.
+            unsafe { gate.force_unlock_write() };
+        }
+    }
 }
 
 impl Drop for Exclusive<'_> {
@@ -158,11 +177,15 @@ impl Scripts {
     /// As `exclusive`, but gives up (None: the caller replies -BUSY) when another script
     /// holds the gates and has run `threshold` already.
     pub fn exclusive_within(&self, threshold: Duration) -> Option<Exclusive<'_>> {
-        let mut gates = Vec::with_capacity(self.gates.len());
+        let mut gates = Gates {
+            gates: &self.gates,
+            taken: 0,
+        };
         for gate in self.gates.iter() {
             loop {
                 if let Some(g) = gate.try_write_for(Duration::from_millis(1)) {
-                    gates.push(g);
+                    std::mem::forget(g);
+                    gates.taken += 1;
                     break;
                 }
                 let started = self.running.lock().as_ref().map(|r| r.started);
@@ -238,6 +261,11 @@ impl Scripts {
                     freed += n as isize;
                 }
             }
+            if freed > 0 {
+                // Interpreters keep compiled scripts by SHA (EVALSHA runs them without looking
+                // here): they drop them, so a forgotten script answers NOSCRIPT.
+                self.epoch.fetch_add(1, Relaxed);
+            }
             if cache.bytes + cost > MAX_CACHE_BYTES {
                 return None;
             }
@@ -285,9 +313,12 @@ mod tests {
         assert!(s.insert([b'a'; 40], &big, true).is_some());
         assert!(s.insert([b'b'; 40], &big, false).is_some());
         assert!(s.insert([b'c'; 40], &big, false).is_some());
-        // Full: an EVAL-sent one goes, the loaded one stays.
+        let epoch = s.epoch.load(Relaxed);
+        // Full: an EVAL-sent one goes, the loaded one stays, and the interpreters are told
+        // (they would otherwise still run the forgotten one by its SHA).
         assert!(s.insert([b'd'; 40], &big, true).is_some());
         assert!(s.contains(&[b'a'; 40]) && s.contains(&[b'd'; 40]));
+        assert!(s.epoch.load(Relaxed) > epoch);
         assert!(s.usage().1 <= MAX_CACHE_BYTES);
         assert!(s.insert([b'e'; 40], &big, true).is_some());
         // Only loaded ones left: no room.

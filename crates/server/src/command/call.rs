@@ -5,7 +5,6 @@
 //! protocol (`Body`).
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
 use resp::reply;
 use store::{Db, Locked};
@@ -444,7 +443,7 @@ fn run<'s, B: Body>(
     mut db: Db<'_, 's>,
     by_script: bool,
 ) {
-    let started = Instant::now();
+    let started = super::timing::Stamp::now();
     // Remembered before the read runs: a write racing the read then still invalidates (at worst
     // spuriously), where remembering after could miss it and leave the client stale.
     if conn.tracking.is_some() {
@@ -460,7 +459,7 @@ fn run<'s, B: Body>(
     }
     let before = out.len();
     body.run(command, db, shared, conn, out);
-    let nanos = started.elapsed().as_nanos() as u64;
+    let nanos = started.elapsed_nanos();
     let protocol = conn.client.protocol as usize;
     count(command, protocol, nanos, B::error_in(&out[before..]));
     let client = if by_script {

@@ -105,7 +105,7 @@ pub fn reply(ctx: &mut Ctx<'_, '_>) {
 }
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: answers a client blocked in BLPOP, BLMOVE, BZPOPMIN...
-/// as if its timeout had passed (the default) or with `-UNBLOCKED`; 1 when it was blocked.
+/// or WAIT as if its timeout had passed (the default) or with `-UNBLOCKED`; 1 when it was blocked.
 pub fn unblock(ctx: &mut Ctx<'_, '_>) {
     let Some(id) = ctx.int_arg(2) else { return };
     let reason = if ctx.argc() == 4 {
@@ -118,6 +118,8 @@ pub fn unblock(ctx: &mut Ctx<'_, '_>) {
         b"error" => Some(b"UNBLOCKED client unblocked via CLIENT UNBLOCK"),
         _ => return ctx.err(b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
     };
-    let unblocked = u64::try_from(id).is_ok_and(|id| ctx.shared.blocking.unblock(id, error));
+    let unblocked = u64::try_from(id).is_ok_and(|id| {
+        ctx.shared.blocking.unblock(id, error) || ctx.shared.replication.unblock_waiter(id, error)
+    });
     ctx.int(i64::from(unblocked))
 }

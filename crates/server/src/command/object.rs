@@ -2,16 +2,15 @@
 //! MEMORY (USAGE HELP). They read without counting an access (Redis's LOOKUP_NOTOUCH), so that
 //! looking at a key does not change what eviction thinks of it.
 
-use store::{Item, Kind};
+use store::Kind;
 
+use super::encoding::encoding;
 use super::{parse_i64, Ctx, SYNTAX};
 
 /// Redis's `OBJ_SHARED_REFCOUNT`: what OBJECT REFCOUNT says of a shared small integer.
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 /// Integers below this are shared objects in Redis (`OBJ_SHARED_INTEGERS`).
 const SHARED_INTEGERS: i64 = 10_000;
-/// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`.
-const EMBSTR_LIMIT: usize = 44;
 
 const OBJECT_HELP: &[&str] = &[
     "ENCODING <key>",
@@ -43,29 +42,6 @@ Please note that when switching between policies at runtime LRU and LFU data wil
 const NO_LRU: &[u8] = b"ERR An LFU maxmemory policy is selected, idle time not tracked. \
 Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
-/// The name Redis would give the record's representation. Strings: `int`, `embstr` or `raw`
-/// as Redis chooses them; a hash is one packed field list, which is what Redis's `listpack` is.
-/// Collections are always held out of line (`store::collection`): the names of Redis's
-/// out-of-line encodings.
-fn encoding(item: &Item<'_>) -> &'static str {
-    match item.kind() {
-        Kind::String => {
-            let value = item.value();
-            if value.len() <= 20 && parse_i64(value).is_some() {
-                "int"
-            } else if value.len() <= EMBSTR_LIMIT {
-                "embstr"
-            } else {
-                "raw"
-            }
-        }
-        Kind::Hash => "listpack",
-        Kind::Set => "hashtable",
-        Kind::ZSet => "skiplist",
-        Kind::List => "quicklist",
-    }
-}
-
 pub fn object(ctx: &mut Ctx<'_, '_>) {
     let sub = ctx.arg(1).to_ascii_lowercase();
     if sub == b"help" && ctx.argc() == 2 {
@@ -92,13 +68,14 @@ pub fn object(ctx: &mut Ctx<'_, '_>) {
                 | store::EvictionPolicy::AllKeysLfu
                 | store::EvictionPolicy::VolatileLfu
         );
+    let limits = *ctx.shared.settings.encoding_limits.read();
     let seen = ctx.db.peek(ctx.args.get(2), |item| {
         item.map(|item| {
             let shared = shares_integers
                 && item.kind() == Kind::String
                 && item.value().len() <= 20
                 && parse_i64(item.value()).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n));
-            (encoding(&item), item.frequency(), shared)
+            (encoding(&item, &limits), item.frequency(), shared)
         })
     });
     let Some((encoding, frequency, shared)) = seen else {

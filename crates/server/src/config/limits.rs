@@ -106,3 +106,36 @@ impl OutputLimits {
         .join(" ")
     }
 }
+
+/// The sizes up to which Redis keeps a small collection packed (`hash-max-listpack-entries`
+/// and the rest): cairn's representation does not change with them, but OBJECT ENCODING names
+/// the encoding Redis would use by them, and CONFIG GET / SET answer as Redis's do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EncodingLimits {
+    pub hash_entries: i64,
+    pub hash_value: i64,
+    pub set_intset_entries: i64,
+    pub set_entries: i64,
+    pub set_value: i64,
+    pub zset_entries: i64,
+    pub zset_value: i64,
+    /// Redis's `list-max-listpack-size`: positive, entries per node; negative, -1..-5 for
+    /// 4 KiB..64 KiB per node.
+    pub list_size: i64,
+}
+
+impl Default for EncodingLimits {
+    /// Redis 7.4's defaults.
+    fn default() -> Self {
+        EncodingLimits {
+            hash_entries: 512,
+            hash_value: 64,
+            set_intset_entries: 512,
+            set_entries: 128,
+            set_value: 64,
+            zset_entries: 128,
+            zset_value: 64,
+            list_size: -2,
+        }
+    }
+}

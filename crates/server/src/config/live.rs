@@ -25,6 +25,8 @@ pub struct Settings {
     pub maxclients: AtomicUsize,
     /// Unsent-output limits per client class; event loops copy them once per turn.
     pub output_limits: RwLock<OutputLimits>,
+    /// Redis's small-collection thresholds, read by OBJECT ENCODING.
+    pub encoding_limits: RwLock<super::EncodingLimits>,
     pub max_value_size: AtomicUsize,
     pub client_query_buffer_limit: AtomicUsize,
     /// Most typed tags one record may carry (TAG.SET / TAG.ADD).
@@ -87,6 +89,7 @@ impl Settings {
             auth_required: AtomicBool::new(false),
             maxclients: AtomicUsize::new(config.maxclients),
             output_limits: RwLock::new(config.client_output_limits),
+            encoding_limits: RwLock::new(config.encoding_limits),
             max_value_size: AtomicUsize::new(config.max_value_size),
             client_query_buffer_limit: AtomicUsize::new(config.client_query_buffer_limit),
             max_tags_per_record: AtomicUsize::new(config.max_tags_per_record),

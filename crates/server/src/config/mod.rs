@@ -23,7 +23,7 @@ mod table_tests;
 #[cfg(test)]
 mod tests;
 
-pub use limits::{ClassLimit, OutputLimits};
+pub use limits::{ClassLimit, EncodingLimits, OutputLimits};
 pub use live::{SetError, Settings};
 pub use parse::{
     effective_query_buffer_limit, parse_duration, parse_max_value_size, parse_maxclients,
@@ -121,6 +121,8 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     /// Unsent-output limits per client class (Redis `client-output-buffer-limit`).
     pub client_output_limits: OutputLimits,
+    /// Redis's small-collection thresholds (OBJECT ENCODING's answers).
+    pub encoding_limits: EncodingLimits,
     pub max_tags_per_record: usize,
     pub tracking_table_max_keys: usize,
     /// Bytes the change stream's backlogs may hold while a cursor consumer is registered.
@@ -274,6 +276,7 @@ impl Config {
             max_value_size: 1,
             client_query_buffer_limit: MIN_QUERY_BUFFER_LIMIT,
             client_output_limits: OutputLimits::default(),
+            encoding_limits: EncodingLimits::default(),
             max_tags_per_record: 1,
             tracking_table_max_keys: 1,
             changes_backlog_size: 0,

@@ -91,7 +91,14 @@ impl Setting {
 /// Other names settings answer to, as Redis keeps a setting's old name working: (alias,
 /// setting). CONFIG GET lists an alias under its own name when asked for it (or matched by a
 /// pattern), as Redis does; CONFIG SET, the command line and the file accept it.
-pub const ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold")];
+pub const ALIASES: &[(&str, &str)] = &[
+    ("lua-time-limit", "busy-reply-threshold"),
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+];
 
 /// The setting named `name` or one of its aliases (case-insensitive; in a file, underscores
 /// stand for dashes).
@@ -178,6 +185,36 @@ fn read_output_limits(s: &Settings, c: &mut Config) {
 }
 fn write_output_limits(s: &Settings, c: &Config) {
     *s.output_limits.write() = c.client_output_limits;
+}
+
+fn read_encoding_limits(s: &Settings, c: &mut Config) {
+    c.encoding_limits = *s.encoding_limits.read();
+}
+fn write_encoding_limits(s: &Settings, c: &Config) {
+    *s.encoding_limits.write() = c.encoding_limits;
+}
+
+/// One of Redis's small-collection thresholds (`config::EncodingLimits`): a live integer.
+const fn encoding_limit(
+    name: &'static str,
+    help: &'static str,
+    default: &'static str,
+    parse: fn(&mut Config, &str) -> Result<(), String>,
+    render: fn(&Config) -> String,
+) -> Setting {
+    mutable(
+        fixed(
+            name,
+            "N",
+            help,
+            DefaultValue::Text(default),
+            Kind::Int,
+            parse,
+            render,
+        ),
+        read_encoding_limits,
+        write_encoding_limits,
+    )
 }
 
 /// Every setting, in `--help` order. Shorthands come after the setting they are part of.
@@ -612,6 +649,87 @@ pub static SETTINGS: &[Setting] = &[
         ),
         |s, c| c.busy_reply_threshold = s.busy_reply_threshold.load(Relaxed),
         |s, c| s.busy_reply_threshold.store(c.busy_reply_threshold, Relaxed),
+    ),
+    encoding_limit(
+        "hash-max-listpack-entries",
+        "Fields up to which Redis keeps a hash packed (OBJECT ENCODING `listpack`).",
+        "512",
+        |c, v| {
+            c.encoding_limits.hash_entries = parse_int_in(v, 0, i64::MAX)?;
+            Ok(())
+        },
+        |c| c.encoding_limits.hash_entries.to_string(),
+    ),
+    encoding_limit(
+        "hash-max-listpack-value",
+        "Longest field or value (bytes) of a packed hash in Redis (OBJECT ENCODING).",
+        "64",
+        |c, v| {
+            c.encoding_limits.hash_value = parse_int_in(v, 0, i64::MAX)?;
+            Ok(())
+        },
+        |c| c.encoding_limits.hash_value.to_string(),
+    ),
+    encoding_limit(
+        "set-max-intset-entries",
+        "Members up to which Redis keeps a set of integers as an `intset` (OBJECT ENCODING).",
+        "512",
+        |c, v| {
+            c.encoding_limits.set_intset_entries = parse_int_in(v, 0, i64::MAX)?;
+            Ok(())
+        },
+        |c| c.encoding_limits.set_intset_entries.to_string(),
+    ),
+    encoding_limit(
+        "set-max-listpack-entries",
+        "Members up to which Redis keeps a set packed (OBJECT ENCODING `listpack`).",
+        "128",
+        |c, v| {
+            c.encoding_limits.set_entries = parse_int_in(v, 0, i64::MAX)?;
+            Ok(())
+        },
+        |c| c.encoding_limits.set_entries.to_string(),
+    ),
+    encoding_limit(
+        "set-max-listpack-value",
+        "Longest member (bytes) of a packed set in Redis (OBJECT ENCODING).",
+        "64",
+        |c, v| {
+            c.encoding_limits.set_value = parse_int_in(v, 0, i64::MAX)?;
+            Ok(())
+        },
+        |c| c.encoding_limits.set_value.to_string(),
+    ),
+    encoding_limit(
+        "zset-max-listpack-entries",
+        "Members up to which Redis keeps a sorted set packed (OBJECT ENCODING `listpack`).",
+        "128",
+        |c, v| {
+            c.encoding_limits.zset_entries = parse_int_in(v, 0, i64::MAX)?;
+            Ok(())
+        },
+        |c| c.encoding_limits.zset_entries.to_string(),
+    ),
+    encoding_limit(
+        "zset-max-listpack-value",
+        "Longest member (bytes) of a packed sorted set in Redis (OBJECT ENCODING).",
+        "64",
+        |c, v| {
+            c.encoding_limits.zset_value = parse_int_in(v, 0, i64::MAX)?;
+            Ok(())
+        },
+        |c| c.encoding_limits.zset_value.to_string(),
+    ),
+    encoding_limit(
+        "list-max-listpack-size",
+        "Size of a packed list node in Redis: positive, entries; -1..-5, 4..64 KiB (OBJECT \
+         ENCODING `listpack` while the list fits one node).",
+        "-2",
+        |c, v| {
+            c.encoding_limits.list_size = parse_int_in(v, -5, i64::from(i16::MAX))?;
+            Ok(())
+        },
+        |c| c.encoding_limits.list_size.to_string(),
     ),
     mutable(
         fixed(

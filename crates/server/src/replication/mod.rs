@@ -358,6 +358,29 @@ impl Replication {
         self.start_feeder();
     }
 
+    /// CLIENT UNBLOCK of a client blocked in WAIT: answers it now, as Redis does, with the
+    /// count of replicas that acknowledged its writes so far (`error` None: as at its
+    /// timeout) or with the error `error`; false when the client is not waiting here.
+    pub fn unblock_waiter(&self, client_id: u64, error: Option<&[u8]>) -> bool {
+        let mut waiters = self.waiters.lock();
+        let Some(at) = waiters.iter().position(|w| w.client.id == client_id) else {
+            return false;
+        };
+        let w = waiters.swap_remove(at);
+        drop(waiters);
+        self.waiting.fetch_sub(1, Relaxed);
+        let mut out = Vec::new();
+        match error {
+            Some(msg) => resp::reply::error(&mut out, msg),
+            None => {
+                let acked = w.target.map_or(0, |t| self.acknowledged(t));
+                resp::reply::integer(&mut out, acked as i64);
+            }
+        }
+        w.client.post(&out, true);
+        true
+    }
+
     /// Answers the waiters that are done. `read_to`: the feeder's cursor position (per log,
     /// the next sequence number it reads), when the feeder calls.
     fn serve_waiters(&self, read_to: Option<&[u64]>) {

@@ -138,32 +138,17 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
     let shared = ctx.shared;
     let scripts = &shared.scripts;
     let first = ctx.arg(1);
-    let owned;
-    let (sha, body): ([u8; 40], &[u8]) = if by_sha {
-        let cached = sha_arg(first).and_then(|sha| Some((sha, scripts.get(&sha)?)));
-        let Some((sha, body)) = cached else {
-            return ctx.err(NOSCRIPT);
-        };
-        owned = body;
-        (sha, &owned)
+    // Read before the cache is looked at: a flush or an eviction after this bumps it, and the
+    // next call then drops what this one compiles.
+    let epoch = scripts.epoch.load(Relaxed);
+    let sha = if by_sha {
+        match sha_arg(first) {
+            Some(sha) => sha,
+            None => return ctx.err(NOSCRIPT),
+        }
     } else {
-        (sha1::hex(first), first)
+        sha1::hex(first)
     };
-    let Some(numkeys) = parse_i64(ctx.arg(2)) else {
-        return ctx.err(NOT_INTEGER);
-    };
-    if numkeys < 0 {
-        return ctx.err(b"ERR Number of keys can't be negative");
-    }
-    if numkeys as usize > ctx.argc() - 3 {
-        return ctx.err(b"ERR Number of keys can't be greater than number of args");
-    }
-    let sb = match shebang(body) {
-        Ok(sb) => sb,
-        Err(msg) => return ctx.err(msg.as_bytes()),
-    };
-    let keys = ctx.args.slice(3..3 + numkeys as usize);
-    let argv = ctx.args.slice(3 + numkeys as usize..ctx.argc());
     VM.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
@@ -176,17 +161,51 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
             }
         }
         let vm = slot.as_mut().expect("made above");
-        let epoch = scripts.epoch.load(Relaxed);
-        let f = match vm.function(epoch, &sha, &body[sb.len..]) {
-            Ok(f) => f,
-            Err(msg) => {
-                let msg = format!("ERR Error compiling script (new function): {msg}");
-                return ctx.err(msg.as_bytes());
+        // EVALSHA of a script this interpreter compiled: no cache lookup, no body.
+        let hit = if by_sha {
+            vm.compiled(epoch, &sha)
+        } else {
+            None
+        };
+        let cached = match (&hit, by_sha) {
+            (None, true) => match scripts.get(&sha) {
+                Some(body) => Some(body),
+                None => return ctx.err(NOSCRIPT),
+            },
+            _ => None,
+        };
+        let Some(numkeys) = parse_i64(ctx.arg(2)) else {
+            return ctx.err(NOT_INTEGER);
+        };
+        if numkeys < 0 {
+            return ctx.err(b"ERR Number of keys can't be negative");
+        }
+        if numkeys as usize > ctx.argc() - 3 {
+            return ctx.err(b"ERR Number of keys can't be greater than number of args");
+        }
+        let (f, no_writes) = match hit {
+            Some(hit) => hit,
+            None => {
+                let body: &[u8] = cached.as_deref().unwrap_or(first);
+                let sb = match shebang(body) {
+                    Ok(sb) => sb,
+                    Err(msg) => return ctx.err(msg.as_bytes()),
+                };
+                let f = match vm.function(epoch, &sha, &body[sb.len..], sb.no_writes) {
+                    Ok(f) => f,
+                    Err(msg) => {
+                        let msg = format!("ERR Error compiling script (new function): {msg}");
+                        return ctx.err(msg.as_bytes());
+                    }
+                };
+                if !by_sha {
+                    cache(ctx, sha, body, false);
+                }
+                (f, sb.no_writes)
             }
         };
-        if !by_sha {
-            cache(ctx, sha, body, false);
-        }
+        let keys = ctx.args.slice(3..3 + numkeys as usize);
+        let argv = ctx.args.slice(3 + numkeys as usize..ctx.argc());
         // Monitors see the script before the commands it runs, as in Redis.
         observe_hook::feed_monitors(shared, &ctx.conn.client, &mut ctx.args.iter());
         let threshold = Duration::from_millis(shared.settings.busy_reply_threshold.load(Relaxed));
@@ -202,7 +221,7 @@ fn run(ctx: &mut Ctx<'_, '_>, by_sha: bool, read_only: bool) {
             conn: ctx.conn,
             locked,
             running: hold.as_ref().map(|h| &*h.running),
-            read_only: read_only || sb.no_writes,
+            read_only: read_only || no_writes,
             resp3: false,
             sha,
         };
@@ -299,7 +318,7 @@ fn compile_check(ctx: &Ctx<'_, '_>, sha: &[u8; 40], body: &[u8]) -> Result<(), S
         }
         let vm = slot.as_mut().expect("made above");
         let compiled = vm
-            .function(epoch, sha, &body[sb.len..])
+            .function(epoch, sha, &body[sb.len..], sb.no_writes)
             .map(drop)
             .map_err(|msg| format!("ERR Error compiling script (new function): {msg}"));
         vm.report_memory(&ctx.shared.scripts.vm_memory);

@@ -119,7 +119,8 @@ pub struct Vm {
     globals: Table,
     /// `function(f) return xpcall(f, handler) end`.
     runner: Function,
-    functions: HashMap<[u8; 40], Function>,
+    /// Compiled scripts by SHA, with whether their shebang says `no-writes`.
+    functions: HashMap<[u8; 40], (Function, bool), ahash::RandomState>,
     epoch: u64,
     /// The interpreter's memory last added to `Scripts::vm_memory` (INFO used_memory_lua).
     reported: usize,
@@ -181,7 +182,7 @@ impl Vm {
             env,
             globals,
             runner,
-            functions: HashMap::new(),
+            functions: HashMap::default(),
             epoch: 0,
             reported: 0,
         })
@@ -198,20 +199,33 @@ impl Vm {
         self.reported = now;
     }
 
-    /// The compiled function of a script, compiling it the first time (the error is Lua's
-    /// message, `user_script:1: ...`).
-    pub fn function(
-        &mut self,
-        epoch: u64,
-        sha: &[u8; 40],
-        body: &[u8],
-    ) -> Result<Function, String> {
+    /// The compiled function of a script and its `no-writes` flag, if this interpreter has
+    /// it for the script cache's `epoch` (read before the cache was looked at: a flush or an
+    /// eviction since bumps it). EVALSHA then needs neither the cache nor the body.
+    pub fn compiled(&mut self, epoch: u64, sha: &[u8; 40]) -> Option<(Function, bool)> {
+        self.forget_if_stale(epoch);
+        self.functions.get(sha).cloned()
+    }
+
+    fn forget_if_stale(&mut self, epoch: u64) {
         if self.epoch != epoch || self.functions.len() >= MAX_FUNCTIONS {
             self.epoch = epoch;
             self.functions.clear();
             let _ = self.lua.gc_collect();
         }
-        if let Some(f) = self.functions.get(sha) {
+    }
+
+    /// The compiled function of a script, compiling it the first time (the error is Lua's
+    /// message, `user_script:1: ...`); `no_writes`: its shebang's flag, kept with it.
+    pub fn function(
+        &mut self,
+        epoch: u64,
+        sha: &[u8; 40],
+        body: &[u8],
+        no_writes: bool,
+    ) -> Result<Function, String> {
+        self.forget_if_stale(epoch);
+        if let Some((f, _)) = self.functions.get(sha) {
             return Ok(f.clone());
         }
         let f = self
@@ -225,7 +239,7 @@ impl Vm {
                 mlua::Error::SyntaxError { message, .. } => message,
                 other => error_text(&other),
             })?;
-        self.functions.insert(*sha, f.clone());
+        self.functions.insert(*sha, (f.clone(), no_writes));
         Ok(f)
     }
 
@@ -629,8 +643,50 @@ fn redis_call(lua: &Lua, raise: bool, args: Variadic<Value>) -> mlua::Result<Val
     if args.is_empty() {
         return fail(b"ERR Please specify at least one argument for this redis lib call");
     }
-    let mut buf = Vec::new();
-    let mut ranges = Vec::with_capacity(args.len());
+    let mut buffers = CALL_BUFFERS.take();
+    let result = redis_call_with(lua, raise, &args, &mut buffers);
+    CALL_BUFFERS.set(buffers);
+    result
+}
+
+thread_local! {
+    /// The request and reply buffers of `redis.call`, kept between calls (taken out while in
+    /// use) so that a script's command costs no allocations for them.
+    static CALL_BUFFERS: Cell<CallBuffers> = Cell::default();
+}
+
+#[derive(Default)]
+struct CallBuffers {
+    request: Vec<u8>,
+    ranges: Vec<std::ops::Range<usize>>,
+    reply: Vec<u8>,
+}
+
+/// Buffers grown past this are not kept (a script that once read a big value does not pin it).
+const KEEP_BUFFER: usize = 64 << 10;
+
+fn redis_call_with(
+    lua: &Lua,
+    raise: bool,
+    args: &Variadic<Value>,
+    buffers: &mut CallBuffers,
+) -> mlua::Result<Value> {
+    let fail = |msg: &[u8]| -> mlua::Result<Value> {
+        let t = error_table(lua, msg)?;
+        if raise {
+            let msg: String = t.raw_get("err")?;
+            return Err(mlua::Error::external(ScriptError(msg)));
+        }
+        Ok(Value::Table(t))
+    };
+    for buf in [&mut buffers.request, &mut buffers.reply] {
+        if buf.capacity() > KEEP_BUFFER {
+            *buf = Vec::new();
+        }
+        buf.clear();
+    }
+    buffers.ranges.clear();
+    let (buf, ranges) = (&mut buffers.request, &mut buffers.ranges);
     for arg in args.iter() {
         let start = buf.len();
         match arg {
@@ -641,7 +697,7 @@ fn redis_call(lua: &Lua, raise: bool, args: Variadic<Value>) -> mlua::Result<Val
         }
         ranges.push(start..buf.len());
     }
-    let args = Args::new(&buf, &ranges);
+    let args = Args::new(buf, ranges);
     let Some(command) = lookup(args.get(0)) else {
         return fail(b"ERR Unknown Redis command called from script");
     };
@@ -667,25 +723,26 @@ fn redis_call(lua: &Lua, raise: bool, args: Variadic<Value>) -> mlua::Result<Val
         } else {
             Version::Resp2
         };
-        let mut out = Vec::new();
+        let out = &mut buffers.reply;
         let caller = Caller::Script(frame.locked.as_deref_mut());
         call(
             frame.shared,
             frame.conn,
-            &mut out,
+            out,
             command,
             &mut Resp(args),
             caller,
         );
         frame.conn.version = saved;
-        Ok((out, frame.resp3))
+        Ok(frame.resp3)
     });
-    let (out, resp3) = match reply {
+    let out = &buffers.reply;
+    let resp3 = match reply {
         None => return fail(b"ERR redis.call used outside a script"),
         Some(Err(msg)) => return fail(msg),
         Some(Ok(r)) => r,
     };
-    let parsed = match resp::value::parse_value(&out) {
+    let parsed = match resp::value::parse_value(out) {
         Ok(Some((v, _))) => v,
         _ => return fail(b"ERR the command's reply could not be read"),
     };
