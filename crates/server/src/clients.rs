@@ -302,20 +302,21 @@ impl ClientInfo {
 
     /// Appends stream bytes (a replica's feed) to the output: replies, not pushed messages,
     /// so the pubsub output class does not cut the replica; the producer bounds them with
-    /// [`pending_output`](Self::pending_output).
-    pub fn post_stream(&self, bytes: &[u8]) {
-        let first = {
+    /// [`pending_output`](Self::pending_output), which this returns (read as it posts).
+    pub fn post_stream(&self, bytes: &[u8]) -> usize {
+        let (first, pending) = {
             let mut mail = self.mailbox.lock();
             let first = mail.bytes.is_empty() && !mail.resume;
             mail.bytes.extend_from_slice(bytes);
             self.has_mail.store(true, Relaxed);
-            first
+            (first, mail.bytes.len() + self.omem.load(Relaxed) as usize)
         };
         if first {
             if let Some(n) = &self.notifier {
                 n.request_mail(self.token.load(Relaxed), self.id);
             }
         }
+        pending
     }
 
     #[inline]

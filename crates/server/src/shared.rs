@@ -75,11 +75,13 @@ impl Shared {
             }
         }
         store.set_listening(store::Listener::WriteBack, writeback.active());
-        store.set_tap(Arc::new(crate::wb_tap::Taps {
+        let taps = Arc::new(crate::wb_tap::Taps {
             store: store.clone(),
             tracking: crate::tracking::Listener(tracking.clone()),
             writeback: writeback.clone(),
-        }));
+            replication: std::sync::OnceLock::new(),
+        });
+        store.set_tap(taps.clone());
         let sql_config = sql::SqlConfig {
             timeout: config.sql_timeout,
             max_result_bytes: config.sql_max_result,
@@ -107,6 +109,7 @@ impl Shared {
             persistence.clone(),
             settings.repl.clone(),
         );
+        let _ = taps.replication.set(replication.clone());
         let shared = Arc::new(Shared {
             replication,
             persistence,

@@ -86,7 +86,6 @@ pub fn wait(ctx: &mut Ctx<'_, '_>) {
         // Inside EXEC a blocking command does not block (as in Redis): it answers now.
         return ctx.int(repl.acknowledged(repl.offset()) as i64);
     }
-    let positions = ctx.shared.store.positions();
     // Blocked until the reply is posted (CLIENT LIST `b`), as BLPOP is.
     ctx.conn.publish_last_command();
     ctx.conn
@@ -95,12 +94,7 @@ pub fn wait(ctx: &mut Ctx<'_, '_>) {
         .flags
         .fetch_or(crate::clients::client_flags::BLOCKED, Relaxed);
     ctx.conn.waiting = true;
-    repl.wait(
-        ctx.conn.client.clone(),
-        positions,
-        want as usize,
-        timeout as u64,
-    );
+    repl.wait(ctx.conn.client.clone(), want as usize, timeout as u64);
 }
 
 /// REPLCONF listening-port p | capa ... | ack offset | getack | ip-address a: the replica's

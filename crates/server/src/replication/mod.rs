@@ -1,7 +1,8 @@
 //! Replication's state and its primary side: the role (primary, or replica of a host and
-//! port), the replication id and offset, the backlog of the replication stream, the feeder
-//! that turns the store's change stream into that stream (`feeder`), the replicas attached
-//! here and the thread that feeds each (`primary`), WAIT, INFO replication and ROLE.
+//! port), the replication id and offset, the backlog of the replication stream and the
+//! replicas fed from it as it grows (`Feed`), the store's tap that encodes every change into
+//! it (`tap`), the replicas attached here and their catching up (`primary`), WAIT, INFO
+//! replication and ROLE.
 //!
 //! The replica side (the link to a primary, which applies the stream through the command
 //! path) is `crate::replica_link`, above the command layer; REPLICAOF reaches it through
@@ -9,7 +10,7 @@
 
 pub mod backlog;
 pub mod encode;
-mod feeder;
+mod tap;
 mod primary;
 
 use std::fmt::Write as _;
@@ -51,6 +52,24 @@ pub struct ReplicaInfo {
     pub ack_offset: AtomicU64,
     /// When it acknowledged last (`Instant` of `Replication::started`, in ms).
     pub ack_ms: AtomicU64,
+    /// Whether it is in `Feed::live` (caught up: each append is posted to it).
+    live: AtomicBool,
+    /// Where its sender goes on from after the stream outran its connection.
+    resume_at: AtomicU64,
+}
+
+/// Unsent bytes a replica's connection may hold before the stream stops posting to it and
+/// its sender goes on from the backlog at the connection's pace.
+pub(crate) const MAX_PENDING: usize = 16 << 20;
+
+/// The replication stream as it grows: the backlog, and the replicas that are caught up, to
+/// which each append is posted at once under this lock (so none misses or repeats a byte when
+/// its sender hands it over).
+pub(crate) struct Feed {
+    pub ring: Backlog,
+    live: Vec<Arc<ReplicaInfo>>,
+    /// The tap's encoding space, kept between changes.
+    scratch: Vec<u8>,
 }
 
 /// `Replication::feeder` when no feeder runs.
@@ -61,10 +80,8 @@ const STATE_NAMES: [&str; 3] = ["wait_bgsave", "send_bulk", "online"];
 /// A client waiting in WAIT.
 struct Waiter {
     client: Arc<ClientInfo>,
-    /// Every log's last sequence number when it called WAIT: its writes are at or before.
-    positions: Vec<u64>,
-    /// The stream offset that holds them, once the feeder passed `positions`.
-    target: Option<u64>,
+    /// The stream offset that holds its writes (the stream's end when it called WAIT).
+    target: u64,
     want: usize,
     deadline: Option<Instant>,
 }
@@ -80,15 +97,16 @@ pub struct Replication {
     replica: AtomicBool,
     master: Mutex<Option<(String, u16)>>,
     ids: Mutex<Ids>,
-    pub(crate) backlog: Mutex<Backlog>,
-    /// Signalled when the backlog grows or the generation changes.
+    pub(crate) backlog: Mutex<Feed>,
+    /// Signalled when a replica leaves `Feed::live` or the generation changes.
     pub(crate) grown: Condvar,
     replicas: Mutex<Vec<Arc<ReplicaInfo>>>,
     /// REPLCONF listening-port of connections that have not sent PSYNC yet.
     ports: Mutex<Vec<(u64, u16)>>,
     waiters: Mutex<Vec<Waiter>>,
     waiting: AtomicUsize,
-    /// The generation the running feeder belongs to (`NO_FEEDER`: none).
+    /// The generation the stream is fed for (`NO_FEEDER`: none): the tap encodes changes
+    /// while it is the current one.
     feeder: AtomicU64,
     link_starter: OnceLock<Arc<dyn LinkStarter>>,
     started: Instant,
@@ -142,7 +160,11 @@ impl Replication {
                 replid2: "0".repeat(40),
                 second_offset: -1,
             }),
-            backlog: Mutex::new(Backlog::new(size, 0)),
+            backlog: Mutex::new(Feed {
+                ring: Backlog::new(size, 0),
+                live: Vec::new(),
+                scratch: Vec::new(),
+            }),
             grown: Condvar::new(),
             replicas: Mutex::new(Vec::new()),
             ports: Mutex::new(Vec::new()),
@@ -189,10 +211,10 @@ impl Replication {
 
     /// The stream offset (Redis's `master_repl_offset`).
     pub fn offset(&self) -> u64 {
-        self.backlog.lock().end()
+        self.backlog.lock().ring.end()
     }
 
-    /// Whether a feeder of the current role runs.
+    /// Whether this primary's changes are encoded into the stream (the current role's).
     pub(crate) fn feeding(&self) -> bool {
         self.feeder.load(Relaxed) == self.generation()
     }
@@ -255,7 +277,7 @@ impl Replication {
     /// backlog sub-replicas are fed from) goes on from there; sub-replicas resync.
     pub fn synced(&self, replid: &str, offset: u64) {
         let size = self.config.read().repl_backlog_size.max(1) as usize;
-        self.backlog.lock().reset(offset, size);
+        self.backlog.lock().ring.reset(offset, size);
         let mut ids = self.ids.lock();
         ids.replid = replid.to_string();
         ids.replid2 = "0".repeat(40);
@@ -276,8 +298,28 @@ impl Replication {
 
     /// Bytes the replica link received and applied: forwarded as they are to sub-replicas.
     pub fn forward(&self, bytes: &[u8]) {
-        self.backlog.lock().append(bytes);
-        self.grown.notify_all();
+        self.push(&mut self.backlog.lock(), bytes);
+    }
+
+    /// Appends stream bytes to the backlog and posts them to every caught-up replica. One
+    /// whose connection holds more than `MAX_PENDING` unsent bytes leaves the live set: its
+    /// sender goes on from the backlog as the connection drains.
+    pub(crate) fn push(&self, feed: &mut Feed, bytes: &[u8]) {
+        feed.ring.append(bytes);
+        let end = feed.ring.end();
+        let before = feed.live.len();
+        feed.live.retain(|r| {
+            let gone = r.client.closed() || r.client.killed();
+            if gone || r.client.post_stream(bytes) > MAX_PENDING {
+                r.resume_at.store(end, Relaxed);
+                r.live.store(false, Relaxed);
+                return false;
+            }
+            true
+        });
+        if feed.live.len() != before {
+            self.grown.notify_all();
+        }
     }
 
     fn drop_replicas(&self) {
@@ -304,7 +346,7 @@ impl Replication {
             r.ack_ms.store(now, Relaxed);
         }
         if self.waiting.load(Relaxed) > 0 {
-            self.serve_waiters(None);
+            self.serve_waiters();
         }
     }
 
@@ -335,37 +377,34 @@ impl Replication {
     }
 
     /// WAIT numreplicas timeout: replies (on `client`'s mailbox) with the number of replicas
-    /// that acknowledged this client's writes, once `want` did or at the deadline.
-    pub fn wait(
-        self: &Arc<Self>,
-        client: Arc<ClientInfo>,
-        positions: Vec<u64>,
-        want: usize,
-        timeout_ms: u64,
-    ) {
+    /// that acknowledged this client's writes, once `want` did or at the deadline. The
+    /// client's writes were encoded as they were made: they are before the stream's end.
+    pub fn wait(self: &Arc<Self>, client: Arc<ClientInfo>, want: usize, timeout_ms: u64) {
+        // The ticker times the wait out; a primary without replicas starts it here (its
+        // deadline then answers 0).
+        self.start_feeder();
         let deadline =
             (timeout_ms > 0).then(|| Instant::now() + std::time::Duration::from_millis(timeout_ms));
         self.waiters.lock().push(Waiter {
             client,
-            positions,
-            target: None,
+            target: self.offset(),
             want,
             deadline,
         });
         self.waiting.fetch_add(1, Relaxed);
-        // The feeder finds where the client's writes are in the stream and times the wait
-        // out; a primary without replicas starts it here (its deadline then answers 0).
-        self.start_feeder();
+        // Replicas acknowledge at once instead of within the second.
+        let mut out = Vec::new();
+        encode::encode_command(&[b"REPLCONF", b"GETACK", b"*"], &mut out);
+        self.forward(&out);
+        self.serve_waiters();
     }
 
-    /// Answers the waiters that are done. `read_to`: the feeder's cursor position (per log,
-    /// the next sequence number it reads), when the feeder calls.
-    fn serve_waiters(&self, read_to: Option<&[u64]>) {
+    /// Answers the waiters that are done.
+    fn serve_waiters(&self) {
         let mut waiters = self.waiters.lock();
         if waiters.is_empty() {
             return;
         }
-        let end = self.offset();
         let acks: Vec<u64> = self
             .replicas
             .lock()
@@ -374,19 +413,8 @@ impl Replication {
             .map(|r| r.ack_offset.load(Relaxed))
             .collect();
         let now = Instant::now();
-        let mut ask = false;
         waiters.retain_mut(|w| {
-            if w.target.is_none() {
-                let passed =
-                    read_to.is_some_and(|next| w.positions.iter().zip(next).all(|(p, n)| n > p));
-                if passed {
-                    w.target = Some(end);
-                    ask = true;
-                }
-            }
-            let acked = w
-                .target
-                .map_or(0, |t| acks.iter().filter(|&&a| a >= t).count());
+            let acked = acks.iter().filter(|&&a| a >= w.target).count();
             let expired = w.deadline.is_some_and(|d| now >= d);
             if acked >= w.want || expired || w.client.closed() {
                 let mut out = Vec::new();
@@ -397,13 +425,6 @@ impl Replication {
             }
             true
         });
-        drop(waiters);
-        if ask {
-            // Replicas acknowledge at once instead of within the second.
-            let mut out = Vec::new();
-            encode::encode_command(&[b"REPLCONF", b"GETACK", b"*"], &mut out);
-            self.forward(&out);
-        }
     }
 
     /// INFO's `# Replication` section, with Redis's field names.
@@ -469,7 +490,8 @@ impl Replication {
         drop(ids);
         field("master_repl_offset", &offset);
         field("second_repl_offset", &self.ids.lock().second_offset);
-        let b = self.backlog.lock();
+        let feed = self.backlog.lock();
+        let b = &feed.ring;
         field(
             "repl_backlog_active",
             &((self.feeding() || self.is_replica()) as u8),
