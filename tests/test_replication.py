@@ -432,23 +432,3 @@ def test_a_full_sync_under_concurrent_writes_converges(server_factory):
     for start in range(0, len(keys), 5000):
         chunk = keys[start:start + 5000]
         assert rc.mget(chunk) == pc.mget(chunk)
-
-
-@pytest.mark.cairn_only
-def test_a_feeder_lagging_behind_the_change_stream_resyncs_replicas_in_full(server_factory):
-    """changes-backlog-size bounds the store's change backlog the feeder reads: a record lost
-    to it means the stream has a hole, so the replication id changes and replicas resync."""
-    p, pc, rep, rc = pair(server_factory)
-    pc.set("a", "1")
-    assert pc.execute_command("WAIT", 1, 5000) == 1
-    replid, full = info(pc)["master_replid"], info(pc, "stats")["sync_full"]
-    pc.config_set("changes-backlog-size", "1kb")  # a few bytes per shard: every record is lost
-    pc.set("b", "2")
-    wait_for(lambda: info(pc)["master_replid"] != replid, what="a new replication id")
-    pc.config_set("changes-backlog-size", "16mb")
-    wait_for(lambda: info(pc, "stats")["sync_full"] > full and info(pc)["connected_slaves"] == 1
-             and info(pc)["slave0"]["state"] == "online", what="the full resync")
-    pc.set("c", "3")
-    assert pc.execute_command("WAIT", 1, 5000) == 1
-    assert rc.mget("a", "b", "c") == [b"1", b"2", b"3"]
-    assert info(rc)["master_replid"] == info(pc)["master_replid"]
