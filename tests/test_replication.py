@@ -432,3 +432,62 @@ def test_a_full_sync_under_concurrent_writes_converges(server_factory):
     for start in range(0, len(keys), 5000):
         chunk = keys[start:start + 5000]
         assert rc.mget(chunk) == pc.mget(chunk)
+
+
+def test_repl_timeout_drops_a_silent_replica_on_both_sides(server_factory):
+    """repl-timeout (Redis's meaning): a primary drops a replica that acknowledged nothing for
+    that long, and the replica, once it runs again, reconnects and syncs."""
+    import os
+    import signal
+    p, pc, rep, rc = pair(server_factory)
+    assert pc.config_set("repl-timeout", "2")
+    assert pc.config_get("repl-timeout") == {"repl-timeout": "2"}
+    pc.set("a", "1")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    os.kill(rep.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        wait_for(lambda: info(pc)["connected_slaves"] == 0, timeout=10, what="the replica dropped")
+        assert time.monotonic() - t0 >= 1.0, "dropped before it was silent for repl-timeout"
+        pc.set("b", "2")
+    finally:
+        os.kill(rep.proc.pid, signal.SIGCONT)
+    wait_for(lambda: info(pc)["connected_slaves"] == 1 and link_up(rc), timeout=20,
+             what="the replica back")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.mget("a", "b") == [b"1", b"2"]
+
+
+def test_replica_announce_ip_and_port_are_what_the_primary_shows(server_factory):
+    """replica-announce-ip / -port (REPLCONF ip-address / listening-port): what the primary's
+    INFO and ROLE show, and so what Sentinel discovers, instead of the connection's source."""
+    p = server_factory()
+    pc = p.client()
+    rep = server_factory()
+    rc = rep.client()
+    assert rc.config_set("replica-announce-ip", "10.1.2.3")
+    assert rc.config_set("replica-announce-port", "4242")
+    assert rc.config_get("replica-announce-*") == {"replica-announce-ip": "10.1.2.3",
+                                                    "replica-announce-port": "4242"}
+    rc.replicaof(HOST, p.port)
+    wait_for(lambda: link_up(rc), what="the replica's link")
+    wait_for(lambda: info(pc).get("slave0", {}).get("state") == "online", what="online")
+    s = info(pc)["slave0"]
+    assert (s["ip"], s["port"]) == ("10.1.2.3", 4242)
+    assert pc.execute_command("ROLE")[2][0][:2] == [b"10.1.2.3", b"4242"]
+
+
+@pytest.mark.cairn_only
+def test_the_replication_backlog_is_in_info_memory_and_memory_stats(server_factory):
+    p, pc, rep, rc = pair(server_factory)
+    pc.set("a", "1")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    size = info(pc)["repl_backlog_size"]
+    mem = info(pc, "memory")
+    assert mem["mem_replication_backlog"] >= size
+    assert mem["mem_repl_backlog"] >= size
+    assert mem["used_memory"] >= size
+    stats = pc.memory_stats()
+    assert stats["replication.backlog"] >= size
+    # A server that never had a replica (nor a primary) holds no ring.
+    assert info(server_factory().client(), "memory")["mem_repl_backlog"] == 0

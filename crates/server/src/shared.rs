@@ -224,10 +224,11 @@ fn start_save_rules(weak: std::sync::Weak<Shared>) {
 /// The memory INFO reports as `used_memory`, whose peak is tracked.
 pub fn used_memory(shared: &Shared) -> u64 {
     // Client buffers count as Redis counts them: in used_memory and against maxmemory; the
-    // change backlog in used_memory only (it has its own bound).
+    // change backlog and the replication backlog in used_memory only (each has its own bound).
     shared.store.used_memory()
         + shared.store.external_memory()
         + shared.store.change_backlog_memory()
+        + shared.replication.backlog_memory()
 }
 
 /// Reports the store's own work (expiry rounds, eviction) to the latency monitor. Holds the

@@ -118,6 +118,17 @@ pub fn replconf(ctx: &mut Ctx<'_, '_>) {
                     .replication
                     .set_listening_port(ctx.conn.client.id, port);
             }
+            b"ip-address" => {
+                let Ok(ip) = std::str::from_utf8(value) else {
+                    return ctx.err(b"ERR invalid ip-address");
+                };
+                if ip.is_empty() || ip.len() > 255 {
+                    return ctx.err(b"ERR invalid ip-address");
+                }
+                ctx.shared
+                    .replication
+                    .set_announced_ip(ctx.conn.client.id, ip.to_string());
+            }
             b"ack" => {
                 if let Some(offset) = crate::replication::encode::parse_u64(value) {
                     ctx.shared.replication.ack(ctx.conn.client.id, offset);
@@ -125,7 +136,7 @@ pub fn replconf(ctx: &mut Ctx<'_, '_>) {
                 return;
             }
             b"getack" => return,
-            b"capa" | b"ip-address" | b"rdb-only" | b"rdb-filter-only" => {}
+            b"capa" | b"rdb-only" | b"rdb-filter-only" => {}
             _ => {
                 let msg = format!(
                     "ERR Unrecognized REPLCONF option: {}",

@@ -191,9 +191,16 @@ fn session(
         }
         link.expect_ok("AUTH")?;
     }
-    let my_port = shared.config.port.to_string();
+    let my_port = match config.replica_announce_port {
+        0 => shared.config.port.to_string(),
+        announced => announced.to_string(),
+    };
     link.send(&[b"REPLCONF", b"listening-port", my_port.as_bytes()])?;
     link.expect_ok("REPLCONF listening-port")?;
+    if let Some(ip) = &config.replica_announce_ip {
+        link.send(&[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
+        link.expect_ok("REPLCONF ip-address")?;
+    }
     link.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     link.expect_ok("REPLCONF capa")?;
     let mark = shared.persistence.repl_mark.lock().clone();

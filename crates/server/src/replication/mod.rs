@@ -72,6 +72,13 @@ pub(crate) struct Feed {
     scratch: Vec<u8>,
 }
 
+/// What a replica's connection announced in its handshake.
+struct Announced {
+    client: u64,
+    port: u16,
+    ip: Option<String>,
+}
+
 /// `Replication::feeder` when no feeder runs.
 const NO_FEEDER: u64 = u64::MAX;
 
@@ -101,8 +108,8 @@ pub struct Replication {
     /// Signalled when a replica leaves `Feed::live` or the generation changes.
     pub(crate) grown: Condvar,
     replicas: Mutex<Vec<Arc<ReplicaInfo>>>,
-    /// REPLCONF listening-port of connections that have not sent PSYNC yet.
-    ports: Mutex<Vec<(u64, u16)>>,
+    /// What connections that have not sent PSYNC yet announced (REPLCONF).
+    announced: Mutex<Vec<Announced>>,
     waiters: Mutex<Vec<Waiter>>,
     waiting: AtomicUsize,
     /// The generation the stream is fed for (`NO_FEEDER`: none): the tap encodes changes
@@ -167,7 +174,7 @@ impl Replication {
             }),
             grown: Condvar::new(),
             replicas: Mutex::new(Vec::new()),
-            ports: Mutex::new(Vec::new()),
+            announced: Mutex::new(Vec::new()),
             waiters: Mutex::new(Vec::new()),
             waiting: AtomicUsize::new(0),
             feeder: AtomicU64::new(NO_FEEDER),
@@ -212,6 +219,11 @@ impl Replication {
     /// The stream offset (Redis's `master_repl_offset`).
     pub fn offset(&self) -> u64 {
         self.backlog.lock().ring.end()
+    }
+
+    /// Bytes the backlog's ring holds allocated (INFO `mem_replication_backlog`).
+    pub fn backlog_memory(&self) -> u64 {
+        self.backlog.lock().ring.memory() as u64
     }
 
     /// Whether this primary's changes are encoded into the stream (the current role's).
@@ -330,12 +342,32 @@ impl Replication {
 
     /// REPLCONF listening-port of a connection (before its PSYNC).
     pub fn set_listening_port(&self, client: u64, port: u16) {
-        let mut ports = self.ports.lock();
-        ports.retain(|(c, _)| *c != client);
-        ports.push((client, port));
-        if ports.len() > 1024 {
-            ports.remove(0);
-        }
+        self.announce(client, |a| a.port = port);
+    }
+
+    /// REPLCONF ip-address of a connection (before its PSYNC): `replica-announce-ip`.
+    pub fn set_announced_ip(&self, client: u64, ip: String) {
+        self.announce(client, |a| a.ip = Some(ip));
+    }
+
+    fn announce(&self, client: u64, f: impl FnOnce(&mut Announced)) {
+        let mut announced = self.announced.lock();
+        let at = match announced.iter().position(|a| a.client == client) {
+            Some(at) => at,
+            None => {
+                // Bounded: handshakes that never reach PSYNC are forgotten oldest first.
+                if announced.len() >= 1024 {
+                    announced.remove(0);
+                }
+                announced.push(Announced {
+                    client,
+                    port: 0,
+                    ip: None,
+                });
+                announced.len() - 1
+            }
+        };
+        f(&mut announced[at]);
     }
 
     /// REPLCONF ACK from a replica's connection.
@@ -347,6 +379,21 @@ impl Replication {
         }
         if self.waiting.load(Relaxed) > 0 {
             self.serve_waiters();
+        }
+    }
+
+    /// Drops the online replicas that acknowledged nothing for `repl-timeout` seconds (they
+    /// acknowledge every second), as Redis does; the replica's side drops a primary silent as
+    /// long (`replica_link`).
+    fn drop_silent_replicas(&self) {
+        let limit = self.config.read().repl_timeout.max(1) * 1000;
+        let now = self.now_ms();
+        for r in self.replicas.lock().iter() {
+            let silent = now.saturating_sub(r.ack_ms.load(Relaxed));
+            if r.state.load(Relaxed) == 2 && silent > limit && !r.client.killed() {
+                tracing::warn!(replica = %r.client.addr, "replica timed out: disconnecting");
+                r.client.kill();
+            }
         }
     }
 

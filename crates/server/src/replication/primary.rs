@@ -48,11 +48,12 @@ impl Replication {
         if self.is_replica() && self.persistence.repl_mark.lock().is_none() {
             return Err(PsyncError::NoMasterLink);
         }
-        let port = {
-            let mut ports = self.ports.lock();
-            let found = ports.iter().position(|(c, _)| *c == client.id);
-            found.map_or(0, |i| ports.remove(i).1)
+        let announced = {
+            let mut announced = self.announced.lock();
+            let found = announced.iter().position(|a| a.client == client.id);
+            found.map(|i| announced.remove(i))
         };
+        let port = announced.as_ref().map_or(0, |a| a.port);
         let from = offset - 1;
         let partial = from >= 0 && {
             let ids = self.ids.lock();
@@ -67,11 +68,14 @@ impl Replication {
         if !partial && replid != b"?" {
             self.sync_partial_err.fetch_add(1, Relaxed);
         }
-        let ip = client
-            .addr
-            .rsplit_once(':')
-            .map_or(client.addr.as_str(), |(ip, _)| ip)
-            .to_string();
+        let ip = match announced.and_then(|a| a.ip) {
+            Some(ip) => ip,
+            None => client
+                .addr
+                .rsplit_once(':')
+                .map_or(client.addr.as_str(), |(ip, _)| ip)
+                .to_string(),
+        };
         let info = Arc::new(ReplicaInfo {
             client: client.clone(),
             ip,

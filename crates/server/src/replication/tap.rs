@@ -3,7 +3,7 @@
 //! and onto the connections of the replicas that are caught up (`Replication::push`), as
 //! Redis appends to its backlog in `call()`. Nothing polls: a write is on its way to the
 //! replicas before its command replies. The ticker thread only does what time asks for:
-//! PINGs on an idle stream, WAIT deadlines.
+//! PINGs on an idle stream, WAIT deadlines, dropping replicas silent past `repl-timeout`.
 //!
 //! The stream's order is the order of the appends, which for one key (one shard) is the
 //! order of its changes. A FLUSHALL locks every shard at once and is told once, with every
@@ -92,6 +92,7 @@ impl Replication {
             if self.waiting.load(Relaxed) > 0 {
                 self.serve_waiters();
             }
+            self.drop_silent_replicas();
             std::thread::sleep(TICK);
         }
     }
