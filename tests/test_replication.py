@@ -495,3 +495,34 @@ def test_the_replication_backlog_is_in_info_memory_and_memory_stats(server_facto
     assert stats["replication.backlog"] >= size
     # A server that never had a replica (nor a primary) holds no ring.
     assert info(server_factory().client(), "memory")["mem_repl_backlog"] == 0
+
+
+def test_a_replica_the_stream_outran_catches_up_from_the_backlog(server_factory):
+    """A stopped replica's connection fills up (more than the 16 MiB a caught-up replica may
+    have unsent): the primary stops posting to it and, once it runs again, feeds it from the
+    backlog at its offset and then live again; nothing is missed or sent twice."""
+    import os
+    import signal
+    p, pc, rep, rc = pair(server_factory, "--repl-backlog-size", "128mb")
+    pc.set("first", "1")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    partial = info(pc, "stats")["sync_partial_ok"]
+    full = info(pc, "stats")["sync_full"]
+    value = b"v" * 100_000
+    os.kill(rep.proc.pid, signal.SIGSTOP)
+    try:
+        pipe = pc.pipeline(transaction=False)
+        for i in range(400):  # 40 MB
+            pipe.set(f"big:{i}", value + str(i).encode())
+        pipe.execute()
+        pc.incr("counter")
+    finally:
+        os.kill(rep.proc.pid, signal.SIGCONT)
+    assert pc.execute_command("WAIT", 1, 20000) == 1
+    assert info(pc, "stats")["sync_full"] == full and info(pc, "stats")["sync_partial_ok"] == partial
+    assert rc.get("counter") == b"1"
+    got = rc.mget([f"big:{i}" for i in range(400)])
+    assert all(v == value + str(i).encode() for i, v in enumerate(got))
+    pc.set("last", "2")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.get("last") == b"2"

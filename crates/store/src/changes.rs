@@ -317,11 +317,7 @@ impl Store {
         let index = self.sql_log();
         let wanted =
             self.consumers.load(Ordering::Relaxed) > 0 || self.listening(Listener::Replication);
-        let statement = if wanted {
-            describe()
-        } else {
-            Vec::new()
-        };
+        let statement = if wanted { describe() } else { Vec::new() };
         self.record(&mut log, index, author, &statement, ChangeKind::Sql);
     }
 

@@ -101,7 +101,12 @@ impl Link {
 
     fn fill(&mut self) -> io::Result<usize> {
         let mut chunk = [0u8; 64 * 1024];
-        match self.stream.read(&mut chunk) {
+        // A signal (SIGSTOP/SIGCONT of this process, a debugger) interrupts a read: retried.
+        let mut read = self.stream.read(&mut chunk);
+        while matches!(&read, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
+            read = self.stream.read(&mut chunk);
+        }
+        match read {
             Ok(0) => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the primary closed the link",

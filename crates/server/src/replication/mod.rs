@@ -10,8 +10,8 @@
 
 pub mod backlog;
 pub mod encode;
-mod tap;
 mod primary;
+mod tap;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
