@@ -79,8 +79,8 @@ struct Announced {
     ip: Option<String>,
 }
 
-/// `Replication::feeder` when no feeder runs.
-const NO_FEEDER: u64 = u64::MAX;
+/// `Replication::fed` when no role feeds the stream.
+const NOT_FED: u64 = u64::MAX;
 
 const STATE_NAMES: [&str; 3] = ["wait_bgsave", "send_bulk", "online"];
 
@@ -99,7 +99,7 @@ pub struct Replication {
     sql: Option<Arc<sql::SqlEngine>>,
     persistence: Arc<crate::snapshot::Persistence>,
     pub config: Arc<RwLock<ReplConfig>>,
-    /// Bumped at every role change: threads of the old role (feeder, link, senders) stop.
+    /// Bumped at every role change: threads of the old role (ticker, link, senders) stop.
     generation: AtomicU64,
     replica: AtomicBool,
     master: Mutex<Option<(String, u16)>>,
@@ -112,9 +112,9 @@ pub struct Replication {
     announced: Mutex<Vec<Announced>>,
     waiters: Mutex<Vec<Waiter>>,
     waiting: AtomicUsize,
-    /// The generation the stream is fed for (`NO_FEEDER`: none): the tap encodes changes
+    /// The generation the stream is fed for (`NOT_FED`: none): the tap encodes changes
     /// while it is the current one.
-    feeder: AtomicU64,
+    fed: AtomicU64,
     link_starter: OnceLock<Arc<dyn LinkStarter>>,
     started: Instant,
     // The replica link's state, for INFO and -MASTERDOWN.
@@ -177,7 +177,7 @@ impl Replication {
             announced: Mutex::new(Vec::new()),
             waiters: Mutex::new(Vec::new()),
             waiting: AtomicUsize::new(0),
-            feeder: AtomicU64::new(NO_FEEDER),
+            fed: AtomicU64::new(NOT_FED),
             link_starter: OnceLock::new(),
             started: Instant::now(),
             link_up: AtomicBool::new(false),
@@ -228,11 +228,11 @@ impl Replication {
 
     /// Whether this primary's changes are encoded into the stream (the current role's).
     pub(crate) fn feeding(&self) -> bool {
-        self.feeder.load(Relaxed) == self.generation()
+        self.fed.load(Relaxed) == self.generation()
     }
 
     /// REPLICAOF host port: becomes (or moves) a replica. Its replicas are dropped (they
-    /// reconnect and resync from the new data), the feeder stops, the store turns to replica
+    /// reconnect and resync from the new data), the stream stops, the store turns to replica
     /// mode (no expiry nor eviction of its own) and the link starts.
     pub fn replicaof(self: &Arc<Self>, host: String, port: u16) {
         let generation = {
@@ -256,7 +256,7 @@ impl Replication {
 
     /// REPLICAOF NO ONE: a replica becomes a primary. Its replication id becomes the second
     /// id (replicas of the same old primary can continue from it: PSYNC2), a new id is drawn,
-    /// and the feeder starts at once so every write from now on is in the stream.
+    /// and the stream starts at once so every write from now on is in it.
     pub fn promote(self: &Arc<Self>) {
         if !self.is_replica() {
             return;
@@ -282,7 +282,7 @@ impl Replication {
         self.link_up.store(false, Relaxed);
         self.sync_in_progress.store(false, Relaxed);
         self.grown.notify_all();
-        self.start_feeder();
+        self.start_stream();
     }
 
     /// The replica link finished a full sync from `replid` at `offset`: the stream (and the
@@ -429,7 +429,7 @@ impl Replication {
     pub fn wait(self: &Arc<Self>, client: Arc<ClientInfo>, want: usize, timeout_ms: u64) {
         // The ticker times the wait out; a primary without replicas starts it here (its
         // deadline then answers 0).
-        self.start_feeder();
+        self.start_stream();
         let deadline =
             (timeout_ms > 0).then(|| Instant::now() + std::time::Duration::from_millis(timeout_ms));
         self.waiters.lock().push(Waiter {

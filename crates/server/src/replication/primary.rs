@@ -194,7 +194,7 @@ impl Replication {
             writer = w;
             offset
         } else {
-            self.start_feeder();
+            self.start_stream();
             let (replid, offset) = (self.replid(), self.offset());
             writer.write_all(
                 format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),

@@ -23,9 +23,9 @@ const TICK: Duration = Duration::from_millis(10);
 impl Replication {
     /// Starts the stream unless it runs: from this call on every change is encoded into the
     /// backlog, at an offset past the current one.
-    pub(crate) fn start_feeder(self: &Arc<Self>) {
+    pub(crate) fn start_stream(self: &Arc<Self>) {
         let generation = self.generation();
-        let previous = self.feeder.swap(generation, Relaxed);
+        let previous = self.fed.swap(generation, Relaxed);
         if previous == generation {
             return;
         }
@@ -35,14 +35,14 @@ impl Replication {
             .name("cairn-repl-ticker".into())
             .spawn(move || {
                 this.tick(generation);
-                // A feeder of a later role may have started meanwhile: leave its mark.
+                // A later role may have started the stream meanwhile: leave its mark.
                 let _ =
-                    this.feeder
-                        .compare_exchange(generation, super::NO_FEEDER, Relaxed, Relaxed);
+                    this.fed
+                        .compare_exchange(generation, super::NOT_FED, Relaxed, Relaxed);
             });
         if let Err(e) = spawned {
             tracing::error!("cannot start the replication ticker: {e}");
-            self.feeder.store(super::NO_FEEDER, Relaxed);
+            self.fed.store(super::NOT_FED, Relaxed);
         }
     }
 
