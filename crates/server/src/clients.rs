@@ -28,9 +28,12 @@ thread_local! {
     /// Wakes of replicas' connections held back until the end of this thread's event-loop
     /// turn (`Some` while an event loop runs a turn here): a turn of pipelined writes then
     /// wakes each replica's thread once, as Redis writes to replicas once per loop turn.
-    static DEFERRED_WAKES: std::cell::RefCell<Option<Vec<(Arc<dyn OwnerWaker>, usize, u64)>>> =
+    static DEFERRED_WAKES: std::cell::RefCell<Option<Vec<DeferredWake>>> =
         const { std::cell::RefCell::new(None) };
 }
+
+/// A wake held back: the connection's thread, its slot and its client id.
+type DeferredWake = (Arc<dyn OwnerWaker>, usize, u64);
 
 /// Starts deferring stream wakes on this thread (an event loop, once).
 pub fn defer_stream_wakes() {

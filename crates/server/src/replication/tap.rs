@@ -36,9 +36,9 @@ impl Replication {
             .spawn(move || {
                 this.tick(generation);
                 // A later role may have started the stream meanwhile: leave its mark.
-                let _ =
-                    this.fed
-                        .compare_exchange(generation, super::NOT_FED, Relaxed, Relaxed);
+                let _ = this
+                    .fed
+                    .compare_exchange(generation, super::NOT_FED, Relaxed, Relaxed);
             });
         if let Err(e) = spawned {
             tracing::error!("cannot start the replication ticker: {e}");
