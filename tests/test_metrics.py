@@ -81,7 +81,7 @@ def test_metrics_parse_and_move(server_factory):
         assert families.get(name) == kind, (name, families.get(name))
     kinds = {dict(k[1])["kind"] for k in before if k[0] == "cairn_memory_bytes"}
     assert kinds == {"records", "index", "tag_index", "client_buffers", "scripts",
-                     "tracking_table", "change_backlog", "sql"}
+                     "tracking_table", "change_backlog", "repl_backlog", "sql"}
 
     r = srv.client()
     r.set("k", "v")

@@ -21,6 +21,33 @@ pub trait OwnerWaker: Send + Sync {
     fn request_mail(&self, token: usize, client_id: u64);
 }
 
+/// Bound on the wakes one event-loop turn defers (past it, a wake goes at once).
+const MAX_DEFERRED_WAKES: usize = 1024;
+
+thread_local! {
+    /// Wakes of replicas' connections held back until the end of this thread's event-loop
+    /// turn (`Some` while an event loop runs a turn here): a turn of pipelined writes then
+    /// wakes each replica's thread once, as Redis writes to replicas once per loop turn.
+    static DEFERRED_WAKES: std::cell::RefCell<Option<Vec<DeferredWake>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A wake held back: the connection's thread, its slot and its client id.
+type DeferredWake = (Arc<dyn OwnerWaker>, usize, u64);
+
+/// Starts deferring stream wakes on this thread (an event loop, once).
+pub fn defer_stream_wakes() {
+    DEFERRED_WAKES.with(|d| d.borrow_mut().get_or_insert_with(Vec::new).clear());
+}
+
+/// Sends the wakes deferred during this turn (an event loop, before it polls).
+pub fn send_deferred_wakes() {
+    let wakes = DEFERRED_WAKES.with(|d| d.borrow_mut().as_mut().map(std::mem::take));
+    for (waker, token, id) in wakes.into_iter().flatten() {
+        waker.request_mail(token, id);
+    }
+}
+
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
 /// Milliseconds since the process's clock epoch (the first call). `last_active_ms` uses it.
@@ -302,20 +329,31 @@ impl ClientInfo {
 
     /// Appends stream bytes (a replica's feed) to the output: replies, not pushed messages,
     /// so the pubsub output class does not cut the replica; the producer bounds them with
-    /// [`pending_output`](Self::pending_output).
-    pub fn post_stream(&self, bytes: &[u8]) {
-        let first = {
+    /// [`pending_output`](Self::pending_output), which this returns (read as it posts).
+    pub fn post_stream(&self, bytes: &[u8]) -> usize {
+        let (first, pending) = {
             let mut mail = self.mailbox.lock();
             let first = mail.bytes.is_empty() && !mail.resume;
             mail.bytes.extend_from_slice(bytes);
             self.has_mail.store(true, Relaxed);
-            first
+            (first, mail.bytes.len() + self.omem.load(Relaxed) as usize)
         };
         if first {
             if let Some(n) = &self.notifier {
-                n.request_mail(self.token.load(Relaxed), self.id);
+                let token = self.token.load(Relaxed);
+                let deferred = DEFERRED_WAKES.with(|d| match d.borrow_mut().as_mut() {
+                    Some(list) if list.len() < MAX_DEFERRED_WAKES => {
+                        list.push((n.clone(), token, self.id));
+                        true
+                    }
+                    _ => false,
+                });
+                if !deferred {
+                    n.request_mail(token, self.id);
+                }
             }
         }
+        pending
     }
 
     #[inline]

@@ -28,6 +28,7 @@ fn main() {
     let logfile = init_logging(&config);
     cairn_server::clients::now_ms();
     raise_fd_limit(config.maxclients);
+    cairn_server::command::init_clock();
 
     // Registered before any thread starts, so every thread inherits the handlers.
     // SIGHUP is caught too: its default action would kill the server (a closed terminal,

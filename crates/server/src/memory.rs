@@ -37,6 +37,9 @@ pub struct MemoryReport {
     pub scripts: u64,
     /// The change stream's backlog (replicas, cursors); not counted against `maxmemory`.
     pub change_backlog: u64,
+    /// The replication stream's backlog (`repl-backlog-size`, taken at the first replica);
+    /// not counted against `maxmemory`, as in Redis.
+    pub repl_backlog: u64,
     /// The client-tracking table (estimated); inside `client_buffers`' share of the limit.
     pub tracking_table: u64,
     pub tracking_keys: u64,
@@ -65,6 +68,7 @@ impl MemoryReport {
             client_buffers,
             scripts: scripts as u64,
             change_backlog: stats.change_backlog,
+            repl_backlog: shared.replication.backlog_memory(),
             tracking_table: tracking_keys * TRACKING_ENTRY_ESTIMATE,
             tracking_keys,
             sql: shared.sql.as_ref().map_or(0, |s| s.stats().memory_used),
@@ -76,7 +80,7 @@ impl MemoryReport {
 
     /// (kind, bytes) in one order for every view: INFO's `mem_<kind>` fields, MEMORY STATS'
     /// `<kind>` entries and the endpoint's `cairn_memory_bytes{kind}`.
-    pub fn kinds(&self) -> [(&'static str, u64); 8] {
+    pub fn kinds(&self) -> [(&'static str, u64); 9] {
         [
             ("records", self.records),
             ("index", self.index),
@@ -85,6 +89,7 @@ impl MemoryReport {
             ("scripts", self.scripts),
             ("tracking_table", self.tracking_table),
             ("change_backlog", self.change_backlog),
+            ("repl_backlog", self.repl_backlog),
             ("sql", self.sql),
         ]
     }

@@ -76,11 +76,13 @@ impl Shared {
             }
         }
         store.set_listening(store::Listener::WriteBack, writeback.active());
-        store.set_tap(Arc::new(crate::wb_tap::Taps {
+        let taps = Arc::new(crate::wb_tap::Taps {
             store: store.clone(),
             tracking: crate::tracking::Listener(tracking.clone()),
             writeback: writeback.clone(),
-        }));
+            replication: std::sync::OnceLock::new(),
+        });
+        store.set_tap(taps.clone());
         let sql_config = sql::SqlConfig {
             timeout: config.sql_timeout,
             max_result_bytes: config.sql_max_result,
@@ -111,6 +113,7 @@ impl Shared {
             persistence.clone(),
             settings.repl.clone(),
         );
+        let _ = taps.replication.set(replication.clone());
         let shared = Arc::new(Shared {
             replication,
             persistence,
@@ -225,10 +228,11 @@ fn start_save_rules(weak: std::sync::Weak<Shared>) {
 /// The memory INFO reports as `used_memory`, whose peak is tracked.
 pub fn used_memory(shared: &Shared) -> u64 {
     // Client buffers count as Redis counts them: in used_memory and against maxmemory; the
-    // change backlog in used_memory only (it has its own bound).
+    // change backlog and the replication backlog in used_memory only (each has its own bound).
     shared.store.used_memory()
         + shared.store.external_memory()
         + shared.store.change_backlog_memory()
+        + shared.replication.backlog_memory()
 }
 
 /// Reports the store's own work (expiry rounds, eviction) to the latency monitor. Holds the

@@ -431,7 +431,7 @@ impl store::ChangeTap for Listener {
             }
         }
     }
-    fn flushed(&self, _author: store::Author) {
+    fn flushed(&self, _author: store::Author, _seqs: &[u64]) {
         self.0.flushed()
     }
 }

@@ -1,11 +1,12 @@
-//! The store's one change tap, shared by its two listeners: client tracking (invalidations)
-//! and write-behind (a mapped key's new value or deletion goes to its mapping's log, in the
-//! store's order, under the key's shard lock). Each is told only while it listens.
+//! The store's one change tap, shared by its listeners: client tracking (invalidations),
+//! write-behind (a mapped key's new value or deletion goes to its mapping's log, in the
+//! store's order, under the key's shard lock) and replication (every change is encoded into
+//! the replication stream). Each is told only while it listens.
 //!
 //! Write-behind takes sets and deletes by commands only: expiry, eviction and flushes change
 //! the cache, not the database, so a pending write is never dropped by them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use store::{Change, ChangeKind, ChangeTap, Kind, Listener, Store};
 
@@ -22,10 +23,17 @@ pub struct Taps {
     pub store: Arc<Store>,
     pub tracking: crate::tracking::Listener,
     pub writeback: Arc<writeback::Engine>,
+    /// Set once the replication state exists (it is made after the tap).
+    pub replication: OnceLock<Arc<crate::replication::Replication>>,
 }
 
 impl ChangeTap for Taps {
     fn changed(&self, changes: &[Change<'_>]) {
+        if self.store.listening(Listener::Replication) {
+            if let Some(replication) = self.replication.get() {
+                replication.changed(changes);
+            }
+        }
         if self.store.listening(Listener::Tracking) {
             self.tracking.changed(changes);
         }
@@ -57,9 +65,14 @@ impl ChangeTap for Taps {
         }
     }
 
-    fn flushed(&self, author: store::Author) {
+    fn flushed(&self, author: store::Author, seqs: &[u64]) {
+        if self.store.listening(Listener::Replication) {
+            if let Some(replication) = self.replication.get() {
+                replication.flushed(seqs);
+            }
+        }
         if self.store.listening(Listener::Tracking) {
-            self.tracking.flushed(author);
+            self.tracking.flushed(author, seqs);
         }
     }
 }

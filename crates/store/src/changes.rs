@@ -12,7 +12,7 @@ use crate::shard::charge;
 use crate::{Author, Store};
 
 /// `Store::taps` bits: the tap is called (one bit per [`Listener`] that wants it).
-pub(crate) const TAP_LISTENER: u8 = 1 | 4;
+pub(crate) const TAP_LISTENER: u8 = 1 | 4 | 8;
 /// `Store::taps` bit: changes are copied into the backlogs (a cursor is registered).
 pub(crate) const TAP_BACKLOG: u8 = 2;
 
@@ -24,6 +24,8 @@ pub enum Listener {
     Tracking,
     /// Write-behind (a mapping to a database exists).
     WriteBack,
+    /// Replication (a primary encodes every change into its replication stream).
+    Replication,
 }
 
 impl Listener {
@@ -31,6 +33,7 @@ impl Listener {
         match self {
             Listener::Tracking => 1,
             Listener::WriteBack => 4,
+            Listener::Replication => 8,
         }
     }
 }
@@ -96,8 +99,9 @@ pub trait ChangeTap: Send + Sync {
     /// delete's together), in order per log. Per-shard [`ChangeKind::Flush`] changes are not
     /// passed here: [`ChangeTap::flushed`] says it once per flush.
     fn changed(&self, changes: &[Change<'_>]);
-    /// Every shard was flushed by `author` (FLUSHALL, flush_all): called once, after.
-    fn flushed(&self, author: Author);
+    /// Every shard was flushed by `author` (FLUSHALL, flush_all): called once, after, with
+    /// every shard still locked; `seqs` holds each shard's number of its flush, in shard order.
+    fn flushed(&self, author: Author, seqs: &[u64]);
 }
 
 /// What a backlog record says happened (see [`ChangeKind`]).
@@ -311,11 +315,9 @@ impl Store {
     pub fn record_sql_with(&self, author: Author, describe: impl FnOnce() -> Vec<u8>) {
         let mut log = self.sql.lock();
         let index = self.sql_log();
-        let statement = if self.consumers.load(Ordering::Relaxed) > 0 {
-            describe()
-        } else {
-            Vec::new()
-        };
+        let wanted =
+            self.consumers.load(Ordering::Relaxed) > 0 || self.listening(Listener::Replication);
+        let statement = if wanted { describe() } else { Vec::new() };
         self.record(&mut log, index, author, &statement, ChangeKind::Sql);
     }
 

@@ -270,7 +270,7 @@ impl ChangeTap for Recorder {
         let keys = changes.iter().map(|c| c.key.to_vec()).collect();
         self.calls.lock().push((keys, changes[0].author));
     }
-    fn flushed(&self, author: Author) {
+    fn flushed(&self, author: Author, _seqs: &[u64]) {
         self.flushes.lock().push(author);
     }
 }

@@ -287,10 +287,10 @@ impl Store {
         self.taps.load(Ordering::Relaxed) & who.bit() != 0
     }
 
-    fn tell_flush(&self, author: Author) {
+    fn tell_flush(&self, author: Author, seqs: &[u64]) {
         if self.taps.load(Ordering::Relaxed) & TAP_LISTENER != 0 {
             if let Some(tap) = self.tap.get() {
-                tap.flushed(author);
+                tap.flushed(author, seqs);
             }
         }
     }
@@ -448,12 +448,10 @@ impl Store {
     }
 
     /// Removes every record, as `author`; the memory is freed on the reaper thread.
+    /// Every shard is locked at once: no write lands between two shards' flushes, so the
+    /// change stream holds the flush as one point (a replica applies it as one).
     pub fn flush_by(&self, author: Author) {
-        for cell in self.shards.iter() {
-            let mut shard = cell.lock.write();
-            flush_shard(self, &mut shard, author);
-        }
-        self.tell_flush(author);
+        self.lock_all(author).flush();
     }
 
     pub fn stats(&self) -> StoreStats {
@@ -685,7 +683,8 @@ impl<'s> Locked<'s> {
         for (_, shard) in self.guards.iter_mut() {
             flush_shard(store, shard, self.author);
         }
-        store.tell_flush(self.author);
+        let seqs: Vec<u64> = self.guards.iter().map(|(_, g)| g.log.seq).collect();
+        store.tell_flush(self.author, &seqs);
     }
 }
 

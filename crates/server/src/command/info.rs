@@ -355,9 +355,9 @@ fn memory_section(t: &mut String, shared: &Shared) {
         format!("{:.2}", ratio(rss, used)),
     );
     field(t, "mem_fragmentation_bytes", rss as i64 - used as i64);
-    // The change stream's backlog stands where Redis's replication backlog does: reported,
-    // but not counted against maxmemory (it has its own bound, changes-backlog-size).
-    let backlog = shared.store.change_backlog_memory();
+    // The replication backlog and the change stream's backlog: reported, but not counted
+    // against maxmemory (each has its own bound: repl-backlog-size, changes-backlog-size).
+    let backlog = shared.store.change_backlog_memory() + shared.replication.backlog_memory();
     field(t, "mem_not_counted_for_evict", backlog);
     field(t, "mem_replication_backlog", backlog);
     field(t, "mem_total_replication_buffers", 0);

@@ -7,7 +7,8 @@ use crate::memory::MemoryReport;
 /// MEMORY STATS: a map (RESP3) or flat name/value array (RESP2), Redis's names first.
 pub fn stats(ctx: &mut Ctx<'_, '_>) {
     let m = MemoryReport::collect(ctx.shared);
-    let overhead = m.index + m.tag_index + m.client_buffers + m.change_backlog + m.scripts;
+    let overhead =
+        m.index + m.tag_index + m.client_buffers + m.change_backlog + m.repl_backlog + m.scripts;
     let percent = |a: u64, b: u64| {
         if b == 0 {
             0.0
@@ -19,7 +20,7 @@ pub fn stats(ctx: &mut Ctx<'_, '_>) {
         ("peak.allocated", m.peak),
         ("total.allocated", m.used),
         ("startup.allocated", 0),
-        ("replication.backlog", m.change_backlog),
+        ("replication.backlog", m.change_backlog + m.repl_backlog),
         ("clients.slaves", 0),
         ("clients.normal", m.client_buffers),
         ("cluster.links", 0),

@@ -89,7 +89,6 @@ pub fn wait(ctx: &mut Ctx<'_, '_>) {
         // Inside EXEC a blocking command does not block (as in Redis): it answers now.
         return ctx.int(repl.acknowledged(repl.offset()) as i64);
     }
-    let positions = ctx.shared.store.positions();
     // Blocked until the reply is posted (CLIENT LIST `b`), as BLPOP is.
     ctx.conn.publish_last_command();
     ctx.conn
@@ -98,12 +97,7 @@ pub fn wait(ctx: &mut Ctx<'_, '_>) {
         .flags
         .fetch_or(crate::clients::client_flags::BLOCKED, Relaxed);
     ctx.conn.waiting = true;
-    repl.wait(
-        ctx.conn.client.clone(),
-        positions,
-        want as usize,
-        timeout as u64,
-    );
+    repl.wait(ctx.conn.client.clone(), want as usize, timeout as u64);
 }
 
 /// REPLCONF listening-port p | capa ... | ack offset | getack | ip-address a: the replica's
@@ -127,6 +121,17 @@ pub fn replconf(ctx: &mut Ctx<'_, '_>) {
                     .replication
                     .set_listening_port(ctx.conn.client.id, port);
             }
+            b"ip-address" => {
+                let Ok(ip) = std::str::from_utf8(value) else {
+                    return ctx.err(b"ERR invalid ip-address");
+                };
+                if ip.is_empty() || ip.len() > 255 {
+                    return ctx.err(b"ERR invalid ip-address");
+                }
+                ctx.shared
+                    .replication
+                    .set_announced_ip(ctx.conn.client.id, ip.to_string());
+            }
             b"ack" => {
                 if let Some(offset) = crate::replication::encode::parse_u64(value) {
                     ctx.shared.replication.ack(ctx.conn.client.id, offset);
@@ -134,7 +139,7 @@ pub fn replconf(ctx: &mut Ctx<'_, '_>) {
                 return;
             }
             b"getack" => return,
-            b"capa" | b"ip-address" | b"rdb-only" | b"rdb-filter-only" => {}
+            b"capa" | b"rdb-only" | b"rdb-filter-only" => {}
             _ => {
                 let msg = format!(
                     "ERR Unrecognized REPLCONF option: {}",

@@ -168,6 +168,11 @@ pub struct ReplConfig {
     pub repl_timeout: u64,
     /// INFO's `slave_priority`: Redis Sentinel promotes the lowest non-zero one, never 0.
     pub replica_priority: u64,
+    /// The address a replica tells its primary (REPLCONF ip-address): what the primary's INFO
+    /// and Sentinel show instead of the connection's source address (NAT, containers).
+    pub replica_announce_ip: Option<String>,
+    /// The port a replica tells its primary (REPLCONF listening-port); 0: its own port.
+    pub replica_announce_port: u16,
 }
 
 /// The snapshot settings.

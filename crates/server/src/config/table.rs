@@ -1061,6 +1061,39 @@ pub static SETTINGS: &[Setting] = &[
     ),
     mutable(
         fixed(
+            "replica-announce-ip",
+            "IP",
+            "The address a replica announces to its primary (REPLCONF ip-address), shown in the \
+             primary's INFO and to Sentinel; empty = the connection's source address.",
+            DefaultValue::Text(""),
+            Kind::Text,
+            |c, v| {
+                c.repl.replica_announce_ip = non_empty(v);
+                Ok(())
+            },
+            |c| c.repl.replica_announce_ip.clone().unwrap_or_default(),
+        ),
+        |s, c| c.repl.replica_announce_ip = s.repl.read().replica_announce_ip.clone(),
+        |s, c| s.repl.write().replica_announce_ip = c.repl.replica_announce_ip.clone(),
+    ),
+    mutable(
+        fixed(
+            "replica-announce-port",
+            "PORT",
+            "The port a replica announces to its primary (REPLCONF listening-port); 0 = its own.",
+            DefaultValue::Text("0"),
+            Kind::Int,
+            |c, v| {
+                c.repl.replica_announce_port = parse_int_in(v, 0, 65535)? as u16;
+                Ok(())
+            },
+            |c| c.repl.replica_announce_port.to_string(),
+        ),
+        |s, c| c.repl.replica_announce_port = s.repl.read().replica_announce_port,
+        |s, c| s.repl.write().replica_announce_port = c.repl.replica_announce_port,
+    ),
+    mutable(
+        fixed(
             "replica-read-only",
             "yes|no",
             "A replica refuses clients' writes with -READONLY.",

@@ -76,6 +76,8 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("repl-ping-replica-period", "3", "3"),
     ("repl-timeout", "30", "30"),
     ("replica-priority", "0", "0"),
+    ("replica-announce-ip", "10.0.0.7", "10.0.0.7"),
+    ("replica-announce-port", "7001", "7001"),
 ];
 
 fn sample(name: &str) -> (&'static str, &'static str) {

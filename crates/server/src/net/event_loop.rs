@@ -115,7 +115,9 @@ impl EventLoop {
 
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
+        crate::clients::defer_stream_wakes();
         loop {
+            crate::clients::send_deferred_wakes();
             let timeout = if !self.again.is_empty() {
                 Some(Duration::ZERO)
             } else {

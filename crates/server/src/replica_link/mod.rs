@@ -101,7 +101,12 @@ impl Link {
 
     fn fill(&mut self) -> io::Result<usize> {
         let mut chunk = [0u8; 64 * 1024];
-        match self.stream.read(&mut chunk) {
+        // A signal (SIGSTOP/SIGCONT of this process, a debugger) interrupts a read: retried.
+        let mut read = self.stream.read(&mut chunk);
+        while matches!(&read, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
+            read = self.stream.read(&mut chunk);
+        }
+        match read {
             Ok(0) => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the primary closed the link",
@@ -191,9 +196,16 @@ fn session(
         }
         link.expect_ok("AUTH")?;
     }
-    let my_port = shared.config.port.to_string();
+    let my_port = match config.replica_announce_port {
+        0 => shared.config.port.to_string(),
+        announced => announced.to_string(),
+    };
     link.send(&[b"REPLCONF", b"listening-port", my_port.as_bytes()])?;
     link.expect_ok("REPLCONF listening-port")?;
+    if let Some(ip) = &config.replica_announce_ip {
+        link.send(&[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
+        link.expect_ok("REPLCONF ip-address")?;
+    }
     link.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     link.expect_ok("REPLCONF capa")?;
     let mark = shared.persistence.repl_mark.lock().clone();

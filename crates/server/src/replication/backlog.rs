@@ -51,6 +51,11 @@ impl Backlog {
         self.capacity
     }
 
+    /// Bytes the ring holds allocated (none until first used).
+    pub fn memory(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// Appends stream bytes; the oldest go when the ring is full.
     pub fn append(&mut self, mut bytes: &[u8]) {
         if self.buf.is_empty() {

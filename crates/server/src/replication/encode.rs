@@ -1,4 +1,4 @@
-//! The replication stream's commands: each change record of the store's change stream becomes
+//! The replication stream's commands: each change of the store's change stream becomes
 //! one RESP array of an internal command, which a replica runs through the command path
 //! (`command::replication_cmd` holds their handlers; ordinary clients cannot send them).
 //! Every command names the primary's log (shard, or the SQL log) and the record's sequence
@@ -15,50 +15,60 @@
 //! ```
 
 use resp::reply;
-use store::{ChangeRecord, RecordKind};
+use store::{Change, ChangeKind};
 
-/// Appends the command for `record` of `log`; None-kinds (a shard's flush, which the feeder
-/// gathers across shards) append nothing and return false.
-pub fn encode_record(log: usize, record: &ChangeRecord, out: &mut Vec<u8>) -> bool {
+/// Appends the command for `change`; a shard's flush (told once for every shard, see
+/// `encode_flush`) appends nothing and returns false.
+pub fn encode_change(change: &Change<'_>, out: &mut Vec<u8>) -> bool {
     let header = |out: &mut Vec<u8>, name: &[u8], extra: usize| {
         reply::array_len(out, 3 + extra);
         reply::bulk(out, name);
-        reply::bulk(out, log.to_string().as_bytes());
-        reply::bulk(out, record.seq.to_string().as_bytes());
+        reply::bulk(out, itoa(change.log as u64, &mut [0; 20]));
+        reply::bulk(out, itoa(change.seq, &mut [0; 20]));
     };
-    match record.kind {
-        RecordKind::Set => {
-            let Some(item) = record.item() else {
-                return false;
-            };
-            let mut bytes = Vec::with_capacity(item.key().len() + 32);
-            store::snapshot::encode_record(item, &mut bytes);
+    match change.kind {
+        ChangeKind::Set(item) => {
             header(out, b"REPL.PUT", 1);
+            let mut bytes = Vec::with_capacity(item.key().len() + item.value().len() + 32);
+            store::snapshot::encode_record(item, &mut bytes);
             reply::bulk(out, &bytes);
         }
-        RecordKind::Ttl { expire_at, cas } => {
+        ChangeKind::Ttl { expire_at, cas } => {
             header(out, b"REPL.TTL", 3);
-            reply::bulk(out, record.key());
+            reply::bulk(out, change.key);
             let deadline = expire_at.map_or(-1, |d| d as i64);
             reply::bulk(out, deadline.to_string().as_bytes());
-            reply::bulk(out, cas.to_string().as_bytes());
+            reply::bulk(out, itoa(cas, &mut [0; 20]));
         }
-        RecordKind::Cas(cas) => {
+        ChangeKind::Cas(cas) => {
             header(out, b"REPL.CAS", 2);
-            reply::bulk(out, record.key());
-            reply::bulk(out, cas.to_string().as_bytes());
+            reply::bulk(out, change.key);
+            reply::bulk(out, itoa(cas, &mut [0; 20]));
         }
-        RecordKind::Delete | RecordKind::Expire | RecordKind::Evict => {
+        ChangeKind::Delete | ChangeKind::Expire | ChangeKind::Evict => {
             header(out, b"REPL.DEL", 1);
-            reply::bulk(out, record.key());
+            reply::bulk(out, change.key);
         }
-        RecordKind::Sql => {
+        ChangeKind::Sql => {
             header(out, b"REPL.SQL", 1);
-            reply::bulk(out, record.key());
+            reply::bulk(out, change.key);
         }
-        RecordKind::Flush => return false,
+        ChangeKind::Flush => return false,
     }
     true
+}
+
+/// `n` in decimal, written into `buf` without allocating.
+fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 /// Appends `REPL.FLUSH` with every shard's sequence number of its flush.
@@ -127,6 +137,34 @@ pub fn skip(cut: &[u64], place: &Place) -> bool {
 mod tests {
     use super::*;
     use std::ops::Range;
+    use std::sync::{Arc, Mutex};
+
+    /// A tap that encodes what it is told, as the primary's does.
+    #[derive(Default)]
+    struct Encoder {
+        out: Mutex<(Vec<u8>, usize)>,
+    }
+
+    impl store::ChangeTap for Encoder {
+        fn changed(&self, changes: &[Change<'_>]) {
+            let mut out = self.out.lock().unwrap();
+            for c in changes {
+                if encode_change(c, &mut out.0) {
+                    out.1 += 1;
+                }
+            }
+        }
+        fn flushed(&self, _author: store::Author, seqs: &[u64]) {
+            encode_flush(seqs, &mut self.out.lock().unwrap().0);
+        }
+    }
+
+    #[test]
+    fn numbers_print_in_decimal() {
+        for n in [0u64, 7, 10, 99, 12345, u64::MAX] {
+            assert_eq!(itoa(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
+    }
 
     fn parse(buf: &[u8]) -> (Vec<Vec<u8>>, usize) {
         let (mut ranges, mut scratch): (Vec<Range<usize>>, Vec<u8>) = (Vec::new(), Vec::new());
@@ -146,7 +184,9 @@ mod tests {
             background: false,
             ..store::StoreConfig::default()
         });
-        let mut cursor = store.subscribe();
+        let tap = Arc::new(Encoder::default());
+        store.set_tap(tap.clone());
+        store.set_listening(store::Listener::Replication, true);
         store.write(store::Author(7), b"k", |e| {
             e.put(store::Kind::String, b"value", Some(4_000_000_000_000), 3)
                 .expect("put");
@@ -154,17 +194,7 @@ mod tests {
             e.set_cas(99);
             e.remove();
         });
-        let mut out = Vec::new();
-        let mut found = 0;
-        for i in 0..cursor.logs() {
-            cursor
-                .read(i, 100, |r| {
-                    if encode_record(i, r, &mut out) {
-                        found += 1;
-                    }
-                })
-                .expect("not lagged");
-        }
+        let (out, found) = std::mem::take(&mut *tap.out.lock().unwrap());
         assert_eq!(found, 4);
         let mut at = 0;
         let mut names = Vec::new();
@@ -196,6 +226,17 @@ mod tests {
         }
         assert_eq!(names, ["REPL.PUT", "REPL.TTL", "REPL.CAS", "REPL.DEL"]);
         assert_eq!(seqs, [1, 2, 3, 4]);
+        // A flush is told once, with every shard's number of its flush.
+        store.flush_by(store::Author(7));
+        let (out, _) = std::mem::take(&mut *tap.out.lock().unwrap());
+        let (args, n) = parse(&out);
+        assert_eq!(n, out.len());
+        let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        let Place::Flush(seqs) = place(&refs) else {
+            panic!("a flush");
+        };
+        assert_eq!(seqs.len(), 4);
+        assert_eq!(seqs.iter().filter(|&&s| s == 5).count(), 1, "{seqs:?}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Replication's state and its primary side: the role (primary, or replica of a host and
-//! port), the replication id and offset, the backlog of the replication stream, the feeder
-//! that turns the store's change stream into that stream (`feeder`), the replicas attached
-//! here and the thread that feeds each (`primary`), WAIT, INFO replication and ROLE.
+//! port), the replication id and offset, the backlog of the replication stream and the
+//! replicas fed from it as it grows (`Feed`), the store's tap that encodes every change into
+//! it (`tap`), the replicas attached here and their catching up (`primary`), WAIT, INFO
+//! replication and ROLE.
 //!
 //! The replica side (the link to a primary, which applies the stream through the command
 //! path) is `crate::replica_link`, above the command layer; REPLICAOF reaches it through
@@ -9,8 +10,8 @@
 
 pub mod backlog;
 pub mod encode;
-mod feeder;
 mod primary;
+mod tap;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
@@ -51,20 +52,43 @@ pub struct ReplicaInfo {
     pub ack_offset: AtomicU64,
     /// When it acknowledged last (`Instant` of `Replication::started`, in ms).
     pub ack_ms: AtomicU64,
+    /// Whether it is in `Feed::live` (caught up: each append is posted to it).
+    live: AtomicBool,
+    /// Where its sender goes on from after the stream outran its connection.
+    resume_at: AtomicU64,
 }
 
-/// `Replication::feeder` when no feeder runs.
-const NO_FEEDER: u64 = u64::MAX;
+/// Unsent bytes a replica's connection may hold before the stream stops posting to it and
+/// its sender goes on from the backlog at the connection's pace.
+pub(crate) const MAX_PENDING: usize = 16 << 20;
+
+/// The replication stream as it grows: the backlog, and the replicas that are caught up, to
+/// which each append is posted at once under this lock (so none misses or repeats a byte when
+/// its sender hands it over).
+pub(crate) struct Feed {
+    pub ring: Backlog,
+    live: Vec<Arc<ReplicaInfo>>,
+    /// The tap's encoding space, kept between changes.
+    scratch: Vec<u8>,
+}
+
+/// What a replica's connection announced in its handshake.
+struct Announced {
+    client: u64,
+    port: u16,
+    ip: Option<String>,
+}
+
+/// `Replication::fed` when no role feeds the stream.
+const NOT_FED: u64 = u64::MAX;
 
 const STATE_NAMES: [&str; 3] = ["wait_bgsave", "send_bulk", "online"];
 
 /// A client waiting in WAIT.
 struct Waiter {
     client: Arc<ClientInfo>,
-    /// Every log's last sequence number when it called WAIT: its writes are at or before.
-    positions: Vec<u64>,
-    /// The stream offset that holds them, once the feeder passed `positions`.
-    target: Option<u64>,
+    /// The stream offset that holds its writes (the stream's end when it called WAIT).
+    target: u64,
     want: usize,
     deadline: Option<Instant>,
 }
@@ -75,21 +99,22 @@ pub struct Replication {
     sql: Option<Arc<sql::SqlEngine>>,
     persistence: Arc<crate::snapshot::Persistence>,
     pub config: Arc<RwLock<ReplConfig>>,
-    /// Bumped at every role change: threads of the old role (feeder, link, senders) stop.
+    /// Bumped at every role change: threads of the old role (ticker, link, senders) stop.
     generation: AtomicU64,
     replica: AtomicBool,
     master: Mutex<Option<(String, u16)>>,
     ids: Mutex<Ids>,
-    pub(crate) backlog: Mutex<Backlog>,
-    /// Signalled when the backlog grows or the generation changes.
+    pub(crate) backlog: Mutex<Feed>,
+    /// Signalled when a replica leaves `Feed::live` or the generation changes.
     pub(crate) grown: Condvar,
     replicas: Mutex<Vec<Arc<ReplicaInfo>>>,
-    /// REPLCONF listening-port of connections that have not sent PSYNC yet.
-    ports: Mutex<Vec<(u64, u16)>>,
+    /// What connections that have not sent PSYNC yet announced (REPLCONF).
+    announced: Mutex<Vec<Announced>>,
     waiters: Mutex<Vec<Waiter>>,
     waiting: AtomicUsize,
-    /// The generation the running feeder belongs to (`NO_FEEDER`: none).
-    feeder: AtomicU64,
+    /// The generation the stream is fed for (`NOT_FED`: none): the tap encodes changes
+    /// while it is the current one.
+    fed: AtomicU64,
     link_starter: OnceLock<Arc<dyn LinkStarter>>,
     started: Instant,
     // The replica link's state, for INFO and -MASTERDOWN.
@@ -142,13 +167,17 @@ impl Replication {
                 replid2: "0".repeat(40),
                 second_offset: -1,
             }),
-            backlog: Mutex::new(Backlog::new(size, 0)),
+            backlog: Mutex::new(Feed {
+                ring: Backlog::new(size, 0),
+                live: Vec::new(),
+                scratch: Vec::new(),
+            }),
             grown: Condvar::new(),
             replicas: Mutex::new(Vec::new()),
-            ports: Mutex::new(Vec::new()),
+            announced: Mutex::new(Vec::new()),
             waiters: Mutex::new(Vec::new()),
             waiting: AtomicUsize::new(0),
-            feeder: AtomicU64::new(NO_FEEDER),
+            fed: AtomicU64::new(NOT_FED),
             link_starter: OnceLock::new(),
             started: Instant::now(),
             link_up: AtomicBool::new(false),
@@ -189,16 +218,21 @@ impl Replication {
 
     /// The stream offset (Redis's `master_repl_offset`).
     pub fn offset(&self) -> u64 {
-        self.backlog.lock().end()
+        self.backlog.lock().ring.end()
     }
 
-    /// Whether a feeder of the current role runs.
+    /// Bytes the backlog's ring holds allocated (INFO `mem_replication_backlog`).
+    pub fn backlog_memory(&self) -> u64 {
+        self.backlog.lock().ring.memory() as u64
+    }
+
+    /// Whether this primary's changes are encoded into the stream (the current role's).
     pub(crate) fn feeding(&self) -> bool {
-        self.feeder.load(Relaxed) == self.generation()
+        self.fed.load(Relaxed) == self.generation()
     }
 
     /// REPLICAOF host port: becomes (or moves) a replica. Its replicas are dropped (they
-    /// reconnect and resync from the new data), the feeder stops, the store turns to replica
+    /// reconnect and resync from the new data), the stream stops, the store turns to replica
     /// mode (no expiry nor eviction of its own) and the link starts.
     pub fn replicaof(self: &Arc<Self>, host: String, port: u16) {
         let generation = {
@@ -222,7 +256,7 @@ impl Replication {
 
     /// REPLICAOF NO ONE: a replica becomes a primary. Its replication id becomes the second
     /// id (replicas of the same old primary can continue from it: PSYNC2), a new id is drawn,
-    /// and the feeder starts at once so every write from now on is in the stream.
+    /// and the stream starts at once so every write from now on is in it.
     pub fn promote(self: &Arc<Self>) {
         if !self.is_replica() {
             return;
@@ -248,14 +282,14 @@ impl Replication {
         self.link_up.store(false, Relaxed);
         self.sync_in_progress.store(false, Relaxed);
         self.grown.notify_all();
-        self.start_feeder();
+        self.start_stream();
     }
 
     /// The replica link finished a full sync from `replid` at `offset`: the stream (and the
     /// backlog sub-replicas are fed from) goes on from there; sub-replicas resync.
     pub fn synced(&self, replid: &str, offset: u64) {
         let size = self.config.read().repl_backlog_size.max(1) as usize;
-        self.backlog.lock().reset(offset, size);
+        self.backlog.lock().ring.reset(offset, size);
         let mut ids = self.ids.lock();
         ids.replid = replid.to_string();
         ids.replid2 = "0".repeat(40);
@@ -276,8 +310,28 @@ impl Replication {
 
     /// Bytes the replica link received and applied: forwarded as they are to sub-replicas.
     pub fn forward(&self, bytes: &[u8]) {
-        self.backlog.lock().append(bytes);
-        self.grown.notify_all();
+        self.push(&mut self.backlog.lock(), bytes);
+    }
+
+    /// Appends stream bytes to the backlog and posts them to every caught-up replica. One
+    /// whose connection holds more than `MAX_PENDING` unsent bytes leaves the live set: its
+    /// sender goes on from the backlog as the connection drains.
+    pub(crate) fn push(&self, feed: &mut Feed, bytes: &[u8]) {
+        feed.ring.append(bytes);
+        let end = feed.ring.end();
+        let before = feed.live.len();
+        feed.live.retain(|r| {
+            let gone = r.client.closed() || r.client.killed();
+            if gone || r.client.post_stream(bytes) > MAX_PENDING {
+                r.resume_at.store(end, Relaxed);
+                r.live.store(false, Relaxed);
+                return false;
+            }
+            true
+        });
+        if feed.live.len() != before {
+            self.grown.notify_all();
+        }
     }
 
     fn drop_replicas(&self) {
@@ -288,12 +342,32 @@ impl Replication {
 
     /// REPLCONF listening-port of a connection (before its PSYNC).
     pub fn set_listening_port(&self, client: u64, port: u16) {
-        let mut ports = self.ports.lock();
-        ports.retain(|(c, _)| *c != client);
-        ports.push((client, port));
-        if ports.len() > 1024 {
-            ports.remove(0);
-        }
+        self.announce(client, |a| a.port = port);
+    }
+
+    /// REPLCONF ip-address of a connection (before its PSYNC): `replica-announce-ip`.
+    pub fn set_announced_ip(&self, client: u64, ip: String) {
+        self.announce(client, |a| a.ip = Some(ip));
+    }
+
+    fn announce(&self, client: u64, f: impl FnOnce(&mut Announced)) {
+        let mut announced = self.announced.lock();
+        let at = match announced.iter().position(|a| a.client == client) {
+            Some(at) => at,
+            None => {
+                // Bounded: handshakes that never reach PSYNC are forgotten oldest first.
+                if announced.len() >= 1024 {
+                    announced.remove(0);
+                }
+                announced.push(Announced {
+                    client,
+                    port: 0,
+                    ip: None,
+                });
+                announced.len() - 1
+            }
+        };
+        f(&mut announced[at]);
     }
 
     /// REPLCONF ACK from a replica's connection.
@@ -304,7 +378,22 @@ impl Replication {
             r.ack_ms.store(now, Relaxed);
         }
         if self.waiting.load(Relaxed) > 0 {
-            self.serve_waiters(None);
+            self.serve_waiters();
+        }
+    }
+
+    /// Drops the online replicas that acknowledged nothing for `repl-timeout` seconds (they
+    /// acknowledge every second), as Redis does; the replica's side drops a primary silent as
+    /// long (`replica_link`).
+    fn drop_silent_replicas(&self) {
+        let limit = self.config.read().repl_timeout.max(1) * 1000;
+        let now = self.now_ms();
+        for r in self.replicas.lock().iter() {
+            let silent = now.saturating_sub(r.ack_ms.load(Relaxed));
+            if r.state.load(Relaxed) == 2 && silent > limit && !r.client.killed() {
+                tracing::warn!(replica = %r.client.addr, "replica timed out: disconnecting");
+                r.client.kill();
+            }
         }
     }
 
@@ -335,27 +424,26 @@ impl Replication {
     }
 
     /// WAIT numreplicas timeout: replies (on `client`'s mailbox) with the number of replicas
-    /// that acknowledged this client's writes, once `want` did or at the deadline.
-    pub fn wait(
-        self: &Arc<Self>,
-        client: Arc<ClientInfo>,
-        positions: Vec<u64>,
-        want: usize,
-        timeout_ms: u64,
-    ) {
+    /// that acknowledged this client's writes, once `want` did or at the deadline. The
+    /// client's writes were encoded as they were made: they are before the stream's end.
+    pub fn wait(self: &Arc<Self>, client: Arc<ClientInfo>, want: usize, timeout_ms: u64) {
+        // The ticker times the wait out; a primary without replicas starts it here (its
+        // deadline then answers 0).
+        self.start_stream();
         let deadline =
             (timeout_ms > 0).then(|| Instant::now() + std::time::Duration::from_millis(timeout_ms));
         self.waiters.lock().push(Waiter {
             client,
-            positions,
-            target: None,
+            target: self.offset(),
             want,
             deadline,
         });
         self.waiting.fetch_add(1, Relaxed);
-        // The feeder finds where the client's writes are in the stream and times the wait
-        // out; a primary without replicas starts it here (its deadline then answers 0).
-        self.start_feeder();
+        // Replicas acknowledge at once instead of within the second.
+        let mut out = Vec::new();
+        encode::encode_command(&[b"REPLCONF", b"GETACK", b"*"], &mut out);
+        self.forward(&out);
+        self.serve_waiters();
     }
 
     /// CLIENT UNBLOCK of a client blocked in WAIT: answers it now, as Redis does, with the
@@ -373,7 +461,12 @@ impl Replication {
         match error {
             Some(msg) => resp::reply::error(&mut out, msg),
             None => {
-                let acked = w.target.map_or(0, |t| self.acknowledged(t));
+                let acked = self
+                    .replicas
+                    .lock()
+                    .iter()
+                    .filter(|r| r.state.load(Relaxed) == 2 && r.ack_offset.load(Relaxed) >= w.target)
+                    .count();
                 resp::reply::integer(&mut out, acked as i64);
             }
         }
@@ -381,14 +474,12 @@ impl Replication {
         true
     }
 
-    /// Answers the waiters that are done. `read_to`: the feeder's cursor position (per log,
-    /// the next sequence number it reads), when the feeder calls.
-    fn serve_waiters(&self, read_to: Option<&[u64]>) {
+    /// Answers the waiters that are done.
+    fn serve_waiters(&self) {
         let mut waiters = self.waiters.lock();
         if waiters.is_empty() {
             return;
         }
-        let end = self.offset();
         let acks: Vec<u64> = self
             .replicas
             .lock()
@@ -397,19 +488,8 @@ impl Replication {
             .map(|r| r.ack_offset.load(Relaxed))
             .collect();
         let now = Instant::now();
-        let mut ask = false;
         waiters.retain_mut(|w| {
-            if w.target.is_none() {
-                let passed =
-                    read_to.is_some_and(|next| w.positions.iter().zip(next).all(|(p, n)| n > p));
-                if passed {
-                    w.target = Some(end);
-                    ask = true;
-                }
-            }
-            let acked = w
-                .target
-                .map_or(0, |t| acks.iter().filter(|&&a| a >= t).count());
+            let acked = acks.iter().filter(|&&a| a >= w.target).count();
             let expired = w.deadline.is_some_and(|d| now >= d);
             if acked >= w.want || expired || w.client.closed() {
                 let mut out = Vec::new();
@@ -420,13 +500,6 @@ impl Replication {
             }
             true
         });
-        drop(waiters);
-        if ask {
-            // Replicas acknowledge at once instead of within the second.
-            let mut out = Vec::new();
-            encode::encode_command(&[b"REPLCONF", b"GETACK", b"*"], &mut out);
-            self.forward(&out);
-        }
     }
 
     /// INFO's `# Replication` section, with Redis's field names.
@@ -492,7 +565,8 @@ impl Replication {
         drop(ids);
         field("master_repl_offset", &offset);
         field("second_repl_offset", &self.ids.lock().second_offset);
-        let b = self.backlog.lock();
+        let feed = self.backlog.lock();
+        let b = &feed.ring;
         field(
             "repl_backlog_active",
             &((self.feeding() || self.is_replica()) as u8),

@@ -1,21 +1,20 @@
 //! The side that serves replicas (a primary, or a replica serving its own replicas): PSYNC
 //! decides between a partial resync (`+CONTINUE`, from the backlog) and a full one
 //! (`+FULLRESYNC`, a snapshot streamed as it is written, then the stream from the offset it
-//! was noted at), and one sender thread per replica posts the stream to the replica's
-//! connection through its mailbox, as fast as the connection drains it (bounded: it waits
-//! while more than `MAX_PENDING` bytes are unsent).
+//! was noted at). A thread per replica sends the snapshot, then catches the replica up from
+//! the backlog as fast as its connection drains (bounded: it waits while more than
+//! `MAX_PENDING` bytes are unsent) and hands it to the live set (`Feed::live`), where each
+//! append is posted to it directly; it takes over again if the stream outruns the
+//! connection.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clients::{client_flags, ClientInfo};
 
-use super::{random_id, ReplicaInfo, Replication};
-
-/// Unsent bytes a sender lets pile up on a replica's connection before it waits.
-const MAX_PENDING: usize = 16 << 20;
+use super::{random_id, ReplicaInfo, Replication, MAX_PENDING};
 /// Bytes a sender posts at once.
 const CHUNK: usize = 256 << 10;
 
@@ -49,15 +48,17 @@ impl Replication {
         if self.is_replica() && self.persistence.repl_mark.lock().is_none() {
             return Err(PsyncError::NoMasterLink);
         }
-        let port = {
-            let mut ports = self.ports.lock();
-            let found = ports.iter().position(|(c, _)| *c == client.id);
-            found.map_or(0, |i| ports.remove(i).1)
+        let announced = {
+            let mut announced = self.announced.lock();
+            let found = announced.iter().position(|a| a.client == client.id);
+            found.map(|i| announced.remove(i))
         };
+        let port = announced.as_ref().map_or(0, |a| a.port);
         let from = offset - 1;
         let partial = from >= 0 && {
             let ids = self.ids.lock();
-            let b = self.backlog.lock();
+            let feed = self.backlog.lock();
+            let b = &feed.ring;
             let from = from as u64;
             let known = replid == ids.replid.as_bytes()
                 || (replid == ids.replid2.as_bytes() && offset <= ids.second_offset);
@@ -67,11 +68,14 @@ impl Replication {
         if !partial && replid != b"?" {
             self.sync_partial_err.fetch_add(1, Relaxed);
         }
-        let ip = client
-            .addr
-            .rsplit_once(':')
-            .map_or(client.addr.as_str(), |(ip, _)| ip)
-            .to_string();
+        let ip = match announced.and_then(|a| a.ip) {
+            Some(ip) => ip,
+            None => client
+                .addr
+                .rsplit_once(':')
+                .map_or(client.addr.as_str(), |(ip, _)| ip)
+                .to_string(),
+        };
         let info = Arc::new(ReplicaInfo {
             client: client.clone(),
             ip,
@@ -79,6 +83,8 @@ impl Replication {
             state: AtomicU8::new(0),
             ack_offset: AtomicU64::new(0),
             ack_ms: AtomicU64::new(self.now_ms()),
+            live: AtomicBool::new(false),
+            resume_at: AtomicU64::new(0),
         });
         client.state.flags.fetch_or(client_flags::REPLICA, Relaxed);
         self.replicas.lock().push(info.clone());
@@ -98,7 +104,14 @@ impl Replication {
         Ok(())
     }
 
-    fn serve(self: &Arc<Self>, info: &ReplicaInfo, partial_from: Option<u64>) {
+    fn serve(self: &Arc<Self>, info: &Arc<ReplicaInfo>, partial_from: Option<u64>) {
+        self.catch_up(info, partial_from);
+        let mut feed = self.backlog.lock();
+        feed.live.retain(|r| !Arc::ptr_eq(r, info));
+        info.live.store(false, Relaxed);
+    }
+
+    fn catch_up(self: &Arc<Self>, info: &Arc<ReplicaInfo>, partial_from: Option<u64>) {
         let client = &info.client;
         let start = match partial_from {
             Some(from) => {
@@ -122,14 +135,25 @@ impl Replication {
         while !client.closed() && !client.killed() {
             buf.clear();
             {
-                let mut b = self.backlog.lock();
-                match b.read(pos, CHUNK, &mut buf) {
+                let mut feed = self.backlog.lock();
+                if info.live.load(Relaxed) {
+                    // The stream posts to it; wake when it outran the connection (or to
+                    // see the connection closed).
+                    self.grown.wait_for(&mut feed, Duration::from_millis(100));
+                    if !info.live.load(Relaxed) {
+                        pos = info.resume_at.load(Relaxed);
+                    }
+                    continue;
+                }
+                match feed.ring.read(pos, CHUNK, &mut buf) {
                     Err(_) => {
                         tracing::warn!(replica = %client.addr, "replica fell out of the backlog");
                         return;
                     }
                     Ok(0) => {
-                        self.grown.wait_for(&mut b, Duration::from_millis(100));
+                        // Caught up: from the next append on the stream posts to it.
+                        info.live.store(true, Relaxed);
+                        feed.live.push(Arc::clone(info));
                         continue;
                     }
                     Ok(_) => {}
@@ -170,7 +194,7 @@ impl Replication {
             writer = w;
             offset
         } else {
-            self.start_feeder();
+            self.start_stream();
             let (replid, offset) = (self.replid(), self.offset());
             writer.write_all(
                 format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),
