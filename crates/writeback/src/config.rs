@@ -200,7 +200,10 @@ impl MappingConfig {
             }
             // A row written by SQL.EXEC has no previous record to restore nor a key to load.
             if mode == Mode::Through || read_through {
-                return Err("an sql_table mapping is write-behind only (no through, no read_through)".into());
+                return Err(
+                    "an sql_table mapping is write-behind only (no through, no read_through)"
+                        .into(),
+                );
             }
             prefix = Some(String::new());
         }

@@ -289,10 +289,8 @@ impl Mapping {
         // their letters leave the database again (the writer knows); a refused record nobody
         // waits for (its writer timed out, or it was replayed after a restart) is a dead
         // letter as under write-behind.
-        let refused: HashMap<u64, String> = dead
-            .iter()
-            .map(|l| (l.lsn, l.reason.clone()))
-            .collect();
+        let refused: HashMap<u64, String> =
+            dead.iter().map(|l| (l.lsn, l.reason.clone())).collect();
         let told = self.waiters.settle(checkpoint, &refused);
         if !told.is_empty() {
             let mut list = self.dead.lock();

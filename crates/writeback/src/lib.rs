@@ -187,9 +187,11 @@ thread_local! {
     /// Within a [`LogBatch`]: records committed whose replies need nothing more than a log
     /// write (`wb-fsync everysec`, no write-through) wait here to be written once, when the
     /// batch ends, instead of one `write` per command; and how deep the batches nest.
-    static UNWRITTEN: RefCell<(u32, Vec<(Arc<Mapping>, u64)>)> =
-        const { RefCell::new((0, Vec::new())) };
+    static UNWRITTEN: RefCell<(u32, Captured)> = const { RefCell::new((0, Vec::new())) };
 }
+
+/// Records captured per mapping: (mapping, its last number captured).
+type Captured = Vec<(Arc<Mapping>, u64)>;
 
 /// One connection's batch of requests (the server opens it around each read's worth of
 /// commands): the log writes its commands need before their replies are made once, at its

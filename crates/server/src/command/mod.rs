@@ -52,8 +52,8 @@ use store::Db;
 pub use args::{Args, OwnedArgs};
 pub use call::{call, dispatch, Body, Caller, Resp};
 pub use persist_cmd::shutdown_save;
-pub use timing::init as init_clock;
 pub use table::{by_slot, lookup, memcached_only_entry, Command, COMMANDS};
+pub use timing::init as init_clock;
 
 use crate::clients::ClientInfo;
 use crate::shared::Shared;

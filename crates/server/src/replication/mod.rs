@@ -465,7 +465,9 @@ impl Replication {
                     .replicas
                     .lock()
                     .iter()
-                    .filter(|r| r.state.load(Relaxed) == 2 && r.ack_offset.load(Relaxed) >= w.target)
+                    .filter(|r| {
+                        r.state.load(Relaxed) == 2 && r.ack_offset.load(Relaxed) >= w.target
+                    })
                     .count();
                 resp::reply::integer(&mut out, acked as i64);
             }
