@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
-import run as B  # noqa: E402
+import harness as B  # noqa: E402
 from cpu_ab import cpu_ns  # noqa: E402
 from kit import binary_commit, die_with_parent, encode_command, free_port, resp_call  # noqa: E402
 import wb_pg  # noqa: E402

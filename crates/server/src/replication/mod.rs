@@ -429,7 +429,7 @@ impl Replication {
     pub fn wait(self: &Arc<Self>, client: Arc<ClientInfo>, want: usize, timeout_ms: u64) {
         // The ticker times the wait out; a primary without replicas starts it here (its
         // deadline then answers 0).
-        self.start_stream();
+        self.start_ticker();
         let deadline =
             (timeout_ms > 0).then(|| Instant::now() + std::time::Duration::from_millis(timeout_ms));
         self.waiters.lock().push(Waiter {

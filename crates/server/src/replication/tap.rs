@@ -24,12 +24,19 @@ impl Replication {
     /// Starts the stream unless it runs: from this call on every change is encoded into the
     /// backlog, at an offset past the current one.
     pub(crate) fn start_stream(self: &Arc<Self>) {
+        self.store.set_listening(Listener::Replication, true);
+        self.start_ticker();
+    }
+
+    /// Starts the ticker unless it runs, without encoding changes: a WAIT on a primary that
+    /// never had a replica needs its deadline kept, not a stream (its offset stays 0, as
+    /// Redis's does until a first replica creates the backlog).
+    pub(crate) fn start_ticker(self: &Arc<Self>) {
         let generation = self.generation();
         let previous = self.fed.swap(generation, Relaxed);
         if previous == generation {
             return;
         }
-        self.store.set_listening(Listener::Replication, true);
         let this = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("cairn-repl-ticker".into())
