@@ -9,12 +9,15 @@
 //! and back (snapshots, COPY, the change backlog).
 //!
 //! - a set is an insertion-ordered hash set (`IndexSet`): O(1) add, remove and random member;
-//! - a sorted set is a hash map member -> score beside an ordered tree of (score, member);
+//! - a sorted set (module `zset`) is one sorted vector while small, else a hash map
+//!   member -> score beside an ordered tree of (score, member);
 //! - a list is a ring buffer (`VecDeque`): O(1) push and pop at both ends.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use indexmap::IndexSet;
+
+pub use crate::zset::{Score, ZSet};
 
 type Hasher = ahash::RandomState;
 
@@ -26,7 +29,7 @@ pub enum Collection {
 }
 
 /// Bytes the allocator takes for an element of `len` bytes (its 8-byte step).
-fn element_cost(len: usize) -> usize {
+pub(crate) fn element_cost(len: usize) -> usize {
     (len + 7) & !7
 }
 
@@ -83,132 +86,6 @@ impl Set {
     fn memory(&self) -> usize {
         // A slot of the index (16-byte box + 8-byte hash) and of the hash table (8 + control).
         self.members.capacity() * 33 + self.heap
-    }
-}
-
-/// A score with the total order sorted sets use (no NaN is ever stored; -0 is stored as 0).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Score(pub f64);
-
-impl Eq for Score {}
-impl PartialOrd for Score {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Score {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-/// A sorted set: members ordered by (score, member bytes).
-#[derive(Default)]
-pub struct ZSet {
-    scores: HashMap<Box<[u8]>, f64, Hasher>,
-    order: BTreeSet<(Score, Box<[u8]>)>,
-    heap: usize,
-}
-
-impl ZSet {
-    pub fn new() -> ZSet {
-        ZSet::default()
-    }
-    pub fn len(&self) -> usize {
-        self.scores.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.scores.is_empty()
-    }
-    pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.scores.get(member).copied()
-    }
-    /// Sets `member`'s score; returns the score it had.
-    pub fn insert(&mut self, member: &[u8], score: f64) -> Option<f64> {
-        debug_assert!(!score.is_nan());
-        let score = if score == 0.0 { 0.0 } else { score };
-        match self.scores.get_mut(member) {
-            Some(old) => {
-                let previous = *old;
-                if previous != score {
-                    *old = score;
-                    let key = (Score(previous), Box::<[u8]>::from(member));
-                    self.order.remove(&key);
-                    self.order.insert((Score(score), key.1));
-                }
-                Some(previous)
-            }
-            None => {
-                self.heap += 2 * element_cost(member.len());
-                self.scores.insert(member.into(), score);
-                self.order.insert((Score(score), member.into()));
-                None
-            }
-        }
-    }
-    /// Removes `member`; returns its score.
-    pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        let score = self.scores.remove(member)?;
-        self.order
-            .remove(&(Score(score), Box::<[u8]>::from(member)));
-        self.heap -= 2 * element_cost(member.len());
-        Some(score)
-    }
-    /// Removes up to `count` members from the highest scores down (`max`) or the lowest up;
-    /// returns them with their scores in that order (ZPOPMIN/MAX, BZPOP*, ZMPOP).
-    pub fn pop_ends(&mut self, max: bool, count: usize) -> Vec<(Vec<u8>, f64)> {
-        let picked: Vec<(Vec<u8>, f64)> = if max {
-            self.iter()
-                .rev()
-                .take(count)
-                .map(|(m, s)| (m.to_vec(), s))
-                .collect()
-        } else {
-            self.iter()
-                .take(count)
-                .map(|(m, s)| (m.to_vec(), s))
-                .collect()
-        };
-        for (m, _) in &picked {
-            self.remove(m);
-        }
-        picked
-    }
-    /// Members in order (lowest score first), with their scores.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> {
-        self.order.iter().map(|(s, m)| (&**m, s.0))
-    }
-    /// Members from the first whose score is >= `min` on (O(log n) to the start).
-    pub fn from_score(&self, min: f64) -> impl Iterator<Item = (&[u8], f64)> {
-        let start = (Score(min), Box::<[u8]>::from(&[][..]));
-        self.order.range(start..).map(|(s, m)| (&**m, s.0))
-    }
-    /// Members from the last whose score is <= `max` down (O(log n) to the start).
-    pub fn down_from_score(&self, max: f64) -> impl Iterator<Item = (&[u8], f64)> {
-        // Everything below (the next score up, no member): every member scored <= max.
-        use std::ops::Bound;
-        let end = if max == f64::INFINITY {
-            Bound::Unbounded
-        } else {
-            Bound::Excluded((Score(max.next_up()), Box::<[u8]>::from(&[][..])))
-        };
-        self.order
-            .range((Bound::Unbounded, end))
-            .rev()
-            .map(|(s, m)| (&**m, s.0))
-    }
-    /// The 0-based position of `member` in score order.
-    pub fn rank(&self, member: &[u8]) -> Option<usize> {
-        let score = self.score(member)?;
-        Some(
-            self.order
-                .range(..(Score(score), Box::<[u8]>::from(member)))
-                .count(),
-        )
-    }
-    fn memory(&self) -> usize {
-        // Hash slot (16 + 8 + control) plus a tree entry (24 + node share).
-        self.scores.capacity() * 33 + self.order.len() * 40 + self.heap
     }
 }
 

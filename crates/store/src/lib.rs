@@ -27,6 +27,7 @@ mod table;
 pub mod tags;
 #[cfg(test)]
 mod tests;
+mod zset;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
