@@ -57,6 +57,32 @@ def wait_until(pred, timeout=5.0, interval=0.02, msg="condition"):
         time.sleep(interval)
 
 
+def wait_for(check, timeout: float, what: str) -> None:
+    """Polls check() (a rig's readiness probe) until it is true; connection errors and bad
+    replies count as not yet. Raises RuntimeError naming `what` at the timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def stop_process(proc, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout`; a process already gone (or None) is left alone."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def encode_command(*args) -> bytes:
     """A RESP request: an array of bulk strings (str, bytes and int arguments)."""
     parts = [b"*%d\r\n" % len(args)]

@@ -15,7 +15,7 @@ import redis
 from pymemcache.exceptions import MemcacheServerError
 
 from conftest import TARGET, Server
-from test_writebehind import Db, info
+from test_writebehind import Db, info, pg  # noqa: F401 - pg is a fixture
 
 pytestmark = pytest.mark.cairn_only  # write-behind is cairn's own
 
@@ -34,18 +34,6 @@ BEGIN
 END $$;
 CREATE VIEW slow_notes AS SELECT id, slow_body(id, body) AS body FROM notes;
 """
-
-
-@pytest.fixture(scope="module")
-def pg():
-    import wb_pg
-
-    try:
-        server = wb_pg.Postgres().start()
-    except Exception as e:  # noqa: BLE001 - any failure to start means: skip, saying why
-        pytest.skip(f"PostgreSQL could not start: {e}")
-    yield server
-    server.close()
 
 
 def pg_db(pg, tmp_path):

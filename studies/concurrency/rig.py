@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 sys.path.insert(0, str(ROOT / "tests"))
-from kit import binary_commit, free_port, resp_call  # noqa: E402,F401  (tests/kit.py: the shared test kit)
+from kit import binary_commit, free_port, resp_call, stop_process as stop, wait_for  # noqa: E402,F401  (tests/kit.py: the shared test kit)
 from wb_pg import Postgres  # noqa: E402  (tests/wb_pg.py: a throwaway PostgreSQL cluster on 127.0.0.1)
 
 # The schemes: (server flags of the primary, write mode, near caches in the clients). The seed's
@@ -50,29 +50,6 @@ SCHEMES: Dict[str, Dict[str, object]] = {
 SEED_READ = "SELECT age FROM employee_table WHERE salary > 1000000"
 SEED_UPDATE = "UPDATE employee_table SET dept='Accounting' WHERE dept='Auditing'"
 FILL_QUERY = "SELECT id, age FROM employees WHERE salary > 1000000 AND id <= %s ORDER BY id"
-
-
-def wait_for(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def stop(proc: Optional[subprocess.Popen], timeout: float = 10.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 class Origin:

@@ -12,7 +12,6 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -27,30 +26,7 @@ PYTHON = sys.executable
 
 
 sys.path.insert(0, str(ROOT / "tests"))
-from kit import ServerProcess, binary_commit, free_port  # noqa: E402,F401  (the repository's shared test kit, tests/kit.py)
-
-
-def wait_for(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def stop(proc: Optional[subprocess.Popen], timeout: float = 10.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+from kit import ServerProcess, binary_commit, free_port, stop_process as stop, wait_for  # noqa: E402,F401  (the repository's shared test kit, tests/kit.py)
 
 
 def pg_bin(name: str) -> str:
