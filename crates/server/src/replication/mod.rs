@@ -439,10 +439,13 @@ impl Replication {
             deadline,
         });
         self.waiting.fetch_add(1, Relaxed);
-        // Replicas acknowledge at once instead of within the second.
-        let mut out = Vec::new();
-        encode::encode_command(&[b"REPLCONF", b"GETACK", b"*"], &mut out);
-        self.forward(&out);
+        // Replicas acknowledge at once instead of within the second (none: nothing to ask, and
+        // the offset stays where it is, as Redis's does).
+        if self.connected_replicas() > 0 {
+            let mut out = Vec::new();
+            encode::encode_command(&[b"REPLCONF", b"GETACK", b"*"], &mut out);
+            self.forward(&out);
+        }
         self.serve_waiters();
     }
 
