@@ -365,6 +365,15 @@ def test_commands_and_config_errors(tmp_path):
     s.kill()
 
 
+def replicate(r, primary_port):
+    """Makes `r`'s server a replica of the primary on `primary_port`; returns once its link is up."""
+    r.replicaof("127.0.0.1", primary_port)
+    deadline = time.monotonic() + 10
+    while r.info("replication")["master_link_status"] != "up":
+        assert time.monotonic() < deadline, "the replica's link did not come up"
+        time.sleep(0.02)
+
+
 def test_a_replica_leaves_write_behind_to_its_primary(tmp_path):
     """Primary and replica each map note:* to a database of their own: the primary writes the
     row back, the replica (whose changes are the primary's) writes nothing until promoted."""
@@ -377,11 +386,7 @@ def test_a_replica_leaves_write_behind_to_its_primary(tmp_path):
     replica = start(config(tmp_path / "r", rdb), "wb-repl-replica")
     try:
         p, r = primary.client(), replica.client()
-        r.replicaof("127.0.0.1", primary.port)
-        deadline = time.monotonic() + 10
-        while r.info("replication")["master_link_status"] != "up":
-            assert time.monotonic() < deadline, "the replica's link did not come up"
-            time.sleep(0.02)
+        replicate(r, primary.port)
         p.set("note:a", "from the primary")
         assert p.execute_command("WAIT", 1, 5000) == 1
         assert r.get("note:a") == b"from the primary"
@@ -409,11 +414,7 @@ def test_a_promoted_replica_writes_over_the_old_primarys_rows(db, tmp_path):
     replica = start(config(tmp_path / "r", db), f"wb-failover-replica-{db.kind}")
     try:
         p, r = primary.client(), replica.client()
-        r.replicaof("127.0.0.1", primary.port)
-        deadline = time.monotonic() + 10
-        while r.info("replication")["master_link_status"] != "up":
-            assert time.monotonic() < deadline, "the replica's link did not come up"
-            time.sleep(0.02)
+        replicate(r, primary.port)
         p.set("note:k", "old")
         for i in range(30):  # the primary's numbers run well past the replica's
             p.set(f"note:x{i}", str(i))

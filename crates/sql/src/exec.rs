@@ -43,7 +43,8 @@ impl ToSql for Value {
     }
 }
 
-fn value_of(v: ValueRef<'_>) -> Value {
+/// A column value as the engine's own [`Value`] (copied out of SQLite's row).
+pub(crate) fn value_of(v: ValueRef<'_>) -> Value {
     match v {
         ValueRef::Null => Value::Null,
         ValueRef::Integer(i) => Value::Integer(i),

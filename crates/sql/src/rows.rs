@@ -16,8 +16,6 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use rusqlite::types::ValueRef;
-
 use crate::conn::{Analysis, Conn};
 use crate::shared::Shared;
 use crate::{ChangeSink, SqlError, Value};
@@ -44,16 +42,6 @@ struct Noted {
 
 thread_local! {
     static NOTED: RefCell<Noted> = RefCell::new(Noted::default());
-}
-
-fn value_of(v: ValueRef<'_>) -> Value {
-    match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => Value::Integer(i),
-        ValueRef::Real(f) => Value::Real(f),
-        ValueRef::Text(b) => Value::Text(b.to_vec()),
-        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
-    }
 }
 
 /// Installs the hook on the writer's connection.
@@ -205,9 +193,11 @@ fn tell(sink: &dyn ChangeSink, conn: &Conn, table: &str, seen: Vec<i64>) {
             .into_iter()
             .map(|rowid| {
                 let mut rows = stmt.query([rowid])?;
-                let row = rows
-                    .next()?
-                    .map(|r| (0..n).map(|i| value_of(r.get_ref_unwrap(i))).collect());
+                let row = rows.next()?.map(|r| {
+                    (0..n)
+                        .map(|i| crate::exec::value_of(r.get_ref_unwrap(i)))
+                        .collect()
+                });
                 Ok((Value::Integer(rowid), row))
             })
             .collect()
