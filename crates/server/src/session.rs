@@ -69,8 +69,9 @@ impl Session {
     pub fn process(&mut self, input: &[u8], out: &mut Vec<u8>) -> Progress {
         // BCAST invalidations of this whole batch go out together, once per client and prefix.
         let _batch = crate::tracking::batch();
-        // Write-behind: the batch's log records are written once, before its replies go.
-        let _log_batch = writeback::log_batch();
+        // Write-behind: the batch's log records are written once, before its replies go (no
+        // mapping: nothing to batch; one added mid-batch writes per command until the next).
+        let _log_batch = self.shared.writeback.active().then(writeback::log_batch);
         match self.protocol {
             Protocol::Resp => self.process_resp(input, out),
             Protocol::Memcache => {
