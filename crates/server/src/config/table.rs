@@ -36,6 +36,8 @@ pub enum DefaultValue {
     Text(&'static str),
     /// The number of available cores.
     Cores,
+    /// The reactor's default event loops for the available cores (`net::default_threads`).
+    IoThreads,
     /// None of its own: the setting is a shorthand for a part of the named setting (applied
     /// after it when given), and CONFIG REWRITE writes that setting instead.
     PartOf(&'static str),
@@ -68,10 +70,9 @@ impl Setting {
     pub fn default_text(&self) -> Option<String> {
         match self.default {
             DefaultValue::Text(t) => Some(t.to_string()),
-            DefaultValue::Cores => Some(
-                std::thread::available_parallelism()
-                    .map_or(1, |n| n.get())
-                    .to_string(),
+            DefaultValue::Cores => Some(crate::net::available_cores().to_string()),
+            DefaultValue::IoThreads => Some(
+                crate::net::default_threads(crate::net::available_cores()).to_string(),
             ),
             DefaultValue::PartOf(_) => None,
         }
@@ -83,6 +84,7 @@ impl Setting {
             DefaultValue::Text("") => "none".to_string(),
             DefaultValue::Text(t) => t.to_string(),
             DefaultValue::Cores => "available cores".to_string(),
+            DefaultValue::IoThreads => "one per two available cores, at least 1".to_string(),
             DefaultValue::PartOf(of) => format!("part of {of}"),
         }
     }
@@ -295,7 +297,7 @@ pub static SETTINGS: &[Setting] = &[
         "threads",
         "N",
         "Event-loop threads for --io-model reactor.",
-        DefaultValue::Cores,
+        DefaultValue::IoThreads,
         Kind::Int,
         |c, v| {
             c.threads = parse_positive(v)?;

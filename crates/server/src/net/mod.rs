@@ -5,7 +5,8 @@
 //!   in the [`crate::clients::ClientRegistry`] and sent, round-robin, over a channel to an
 //!   event loop, which is woken once per batch by its [`Notifier`] (a `mio::Waker`).
 //! - `--io-model reactor`: `--threads` event loops (`cairn-io-N`), each with its own Poll over
-//!   its own connections, running `Session::process` inline.
+//!   its own connections, running `Session::process` inline; by default one per two available
+//!   cores ([`threads`]).
 //! - `--io-model dispatch`: one event loop (`cairn-net`) does all socket I/O and hands each
 //!   connection's input, with its session, to `--workers` threads (`cairn-worker-N`) through a
 //!   queue; results come back through a vector plus the loop's waker. At most one job per
@@ -21,6 +22,9 @@ mod event_loop;
 mod limits;
 mod listen;
 mod pool;
+mod threads;
+
+pub use threads::{available_cores, default_threads};
 
 use std::io;
 use std::path::PathBuf;

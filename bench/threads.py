@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Server CPU per request of cairn's default thread count against `--threads 1`, `--threads 2`
+and Redis, driven by redis-benchmark (issue 19, part 1).
+
+    .venv/bin/python bench/threads.py [--rounds 3] [--requests 300000] [--out bench/results]
+
+Each round starts every server fresh and runs, in turn, redis-benchmark -c 50 GET and SET, with
+and without -P 16 (the order of servers rotates from round to round, so drift in the machine's
+load hits them alike). Per server and workload it records ops/s (redis-benchmark's own figure),
+the server's CPU per request (run time of all its threads, /proc/<pid>/task/*/schedstat), its
+context switches per request (voluntary + involuntary, /proc/<pid>/task/*/status) and how busy
+the rest of the machine was. The page gives medians and each figure's ratio to `--threads 1`;
+writes bench/results/threads.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import harness as B  # noqa: E402
+
+SERVERS = [  # (name, kind, args): "cairn default" passes no --threads.
+    ("cairn 1t", "cairn", ["--threads", "1"]),
+    ("cairn 2t", "cairn", ["--threads", "2"]),
+    ("cairn default", "cairn", []),
+    ("redis", "redis", []),
+]
+WORKLOADS = [("GET", "get", 1), ("SET", "set", 1), ("GET -P 16", "get", 16), ("SET -P 16", "set", 16)]
+
+
+def task_totals(pid):
+    """(run time in ns, context switches) summed over the server's threads."""
+    ns = switches = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ns += int((task / "schedstat").read_text().split()[0])
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    switches += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return ns, switches
+
+
+def reported_threads(srv):
+    """The thread count the server says it runs (CONFIG GET threads); '-' for Redis."""
+    if srv.kind != "cairn":
+        return "-"
+    reply = B.resp_call(srv.resp_port, "CONFIG", "GET", "threads")
+    return reply[1].decode() if isinstance(reply, list) else str(reply)
+
+
+def bench_one(srv, test, pipeline, requests):
+    """One redis-benchmark run; returns ops/s, server µs/op, switches/op, other cores busy."""
+    ns0, sw0 = task_totals(srv.proc.pid)
+    busy0, t0 = B.machine_busy_seconds(), time.monotonic()
+    out = subprocess.run(["redis-benchmark", "-p", str(srv.resp_port), "-c", "50", "-n", str(requests),
+                          "-P", str(pipeline), "-t", test, "-r", "100000", "-d", "32", "--csv"],
+                         capture_output=True, text=True, check=True).stdout
+    wall = time.monotonic() - t0
+    ns1, sw1 = task_totals(srv.proc.pid)
+    busy = B.machine_busy_seconds() - busy0
+    rps = float(out.strip().splitlines()[-1].split(",")[1].strip('"'))
+    server_s = (ns1 - ns0) / 1e9
+    return {"ops_s": rps, "cpu_us_per_op": (ns1 - ns0) / 1e3 / requests, "switches_per_op": (sw1 - sw0) / requests,
+            # Cores kept busy by everything else (redis-benchmark included): the machine's share.
+            "other_cores": max(busy - server_s, 0.0) / wall}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=300_000)
+    ap.add_argument("--out", default=str(HERE / "results"))
+    opts = ap.parse_args()
+    samples = {name: {w: [] for w, _, _ in WORKLOADS} for name, _, _ in SERVERS}
+    chosen = {}
+    with tempfile.TemporaryDirectory():
+        for r in range(opts.rounds):
+            order = SERVERS[r % len(SERVERS):] + SERVERS[:r % len(SERVERS)]
+            for name, kind, args in order:
+                srv = B.Server(name, kind, name, args=args).start()
+                try:
+                    chosen[name] = reported_threads(srv)
+                    for w, test, pipeline in WORKLOADS:
+                        samples[name][w].append(bench_one(srv, test, pipeline, opts.requests))
+                finally:
+                    srv.stop()
+            B.log(f"round {r + 1}/{opts.rounds} done")
+    machine = B.machine_info()
+    machine["cairn_binary"] = B.binary_info(B.CAIRN_BIN)
+
+    def med(name, w, metric):
+        return statistics.median(s[metric] for s in samples[name][w])
+
+    rows = []
+    for w, _, _ in WORKLOADS:
+        base = "cairn 1t"
+        for name, _, _ in SERVERS:
+            rows.append([w, name, chosen[name], B.fmt_num(med(name, w, "ops_s")),
+                         B.fmt_num(med(name, w, "cpu_us_per_op"), 2),
+                         f"{med(name, w, 'cpu_us_per_op') / med(base, w, 'cpu_us_per_op'):.2f}×",
+                         f"{med(name, w, 'ops_s') / med(base, w, 'ops_s'):.2f}×",
+                         f"{med(name, w, 'switches_per_op'):.3f}", f"{med(name, w, 'other_cores'):.2f}"])
+    table = B.md_table(["workload", "server", "threads", "ops/s", "server CPU µs/op", "CPU/op vs 1t",
+                        "ops/s vs 1t", "context switches/op", "other cores busy"], rows)
+    page = (f"# Default thread count against --threads 1 (redis-benchmark)\n\n"
+            f"`bench/threads.py {' '.join(sys.argv[1:])}` on {B.machine_line(machine)}.\n\n"
+            f"redis-benchmark -c 50 -n {opts.requests} -r 100000 -d 32, with and without -P 16; each figure is the "
+            f"median of {opts.rounds} rounds, every round a fresh server per line, servers in rotating order. "
+            "'threads' is what the server reports (CONFIG GET threads). Server CPU = run time of all its threads "
+            "(/proc/<pid>/task/*/schedstat); context switches = voluntary + involuntary over its threads; "
+            "'other cores busy' = cores kept busy by everything else, redis-benchmark included (from /proc/stat).\n\n"
+            f"{table}\n")
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "threads.md").write_text(page)
+    (out / "threads.json").write_text(json.dumps({"samples": samples, "threads": chosen, "machine": machine},
+                                                 indent=1))
+    print(page)
+
+
+if __name__ == "__main__":
+    main()
