@@ -5,6 +5,8 @@ back (comments kept) and a restart reads it, unknown file keys are refused, and 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import HOST, decode_resp, encode_command
@@ -71,6 +73,26 @@ def test_config_get_star_lists_every_setting(server_factory):
     assert everything["port"] == str(srv.port)
     assert c.err("CONFIG", "SET", "sql-timeout", "2s") == _failed(
         "sql-timeout", "can't set immutable config")
+
+
+@pytest.mark.cairn_only
+def test_default_threads_are_one_loop_per_two_available_cores(server_factory):
+    # What the process may use (affinity), not the machine's CPU count; the tests' own mask is
+    # the server's too.
+    cores = len(os.sched_getaffinity(0))
+    srv = server_factory()
+    c = srv.raw()
+    chosen = _get(c, "threads")["threads"]
+    assert chosen == str(max(1, cores // 2))
+    info = c.command("INFO", "server").decode()
+    assert f"io_threads:{chosen}\r\n" in info
+    # The event loops really are that many.
+    loops = [t for t in os.listdir(f"/proc/{srv.proc.pid}/task")
+             if open(f"/proc/{srv.proc.pid}/task/{t}/comm").read().startswith("cairn-io-")]
+    assert len(loops) == int(chosen)
+    # An explicit count is kept as given, even past the cores.
+    srv = server_factory("--threads", "3")
+    assert _get(srv.raw(), "threads")["threads"] == "3"
 
 
 def test_config_rewrite_without_a_config_file(server_factory):
