@@ -71,9 +71,9 @@ impl Setting {
         match self.default {
             DefaultValue::Text(t) => Some(t.to_string()),
             DefaultValue::Cores => Some(crate::net::available_cores().to_string()),
-            DefaultValue::IoThreads => Some(
-                crate::net::default_threads(crate::net::available_cores()).to_string(),
-            ),
+            DefaultValue::IoThreads => {
+                Some(crate::net::default_threads(crate::net::available_cores()).to_string())
+            }
             DefaultValue::PartOf(_) => None,
         }
     }
