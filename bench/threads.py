@@ -2,11 +2,11 @@
 """Server CPU per request of cairn's default thread count against `--threads 1`, `--threads 2`
 and Redis, driven by redis-benchmark (issue 19, part 1).
 
-    .venv/bin/python bench/threads.py [--rounds 3] [--requests 300000] [--out bench/results]
+    .venv/bin/python bench/threads.py [--rounds 5] [--requests 150000] [--out bench/results]
 
-Each round starts every server fresh and runs, in turn, redis-benchmark -c 50 GET and SET, with
-and without -P 16 (the order of servers rotates from round to round, so drift in the machine's
-load hits them alike). Per server and workload it records ops/s (redis-benchmark's own figure),
+The servers run side by side; each round runs redis-benchmark -c 50 GET and SET, with and
+without -P 16 (5× the requests), against every server in turn before the next workload, the order
+of servers rotating from round to round, so drift in the machine's load hits them alike. Per server and workload it records ops/s (redis-benchmark's own figure),
 the server's CPU per request (run time of all its threads, /proc/<pid>/task/*/schedstat), its
 context switches per request (voluntary + involuntary, /proc/<pid>/task/*/status) and how busy
 the rest of the machine was. The page gives medians and each figure's ratio to `--threads 1`;
@@ -20,7 +20,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,7 +33,10 @@ SERVERS = [  # (name, kind, args): "cairn default" passes no --threads.
     ("cairn default", "cairn", []),
     ("redis", "redis", []),
 ]
-WORKLOADS = [("GET", "get", 1), ("SET", "set", 1), ("GET -P 16", "get", 16), ("SET -P 16", "set", 16)]
+# SET first, so that the GETs find the keys.
+WORKLOADS = [("SET", "set", 1), ("GET", "get", 1), ("SET -P 16", "set", 16), ("GET -P 16", "get", 16)]
+# Pipelined runs send this many times the requests, so that they last about as long.
+PIPELINED_MORE = 5
 
 
 def task_totals(pid):
@@ -78,24 +80,29 @@ def bench_one(srv, test, pipeline, requests):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=300_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--requests", type=int, default=150_000)
     ap.add_argument("--out", default=str(HERE / "results"))
     opts = ap.parse_args()
     samples = {name: {w: [] for w, _, _ in WORKLOADS} for name, _, _ in SERVERS}
     chosen = {}
-    with tempfile.TemporaryDirectory():
+    servers = []
+    try:
+        for name, kind, args in SERVERS:
+            servers.append(B.Server(name, kind, name, args=args).start())
+            chosen[name] = reported_threads(servers[-1])
         for r in range(opts.rounds):
-            order = SERVERS[r % len(SERVERS):] + SERVERS[:r % len(SERVERS)]
-            for name, kind, args in order:
-                srv = B.Server(name, kind, name, args=args).start()
-                try:
-                    chosen[name] = reported_threads(srv)
-                    for w, test, pipeline in WORKLOADS:
-                        samples[name][w].append(bench_one(srv, test, pipeline, opts.requests))
-                finally:
-                    srv.stop()
+            # Every server in turn on one workload before the next: the figures compared with one
+            # another are measured within seconds, and the order rotates from round to round.
+            for w, test, pipeline in WORKLOADS:
+                order = servers[r % len(servers):] + servers[:r % len(servers)]
+                for srv in order:
+                    n = opts.requests * (PIPELINED_MORE if pipeline > 1 else 1)
+                    samples[srv.name][w].append(bench_one(srv, test, pipeline, n))
             B.log(f"round {r + 1}/{opts.rounds} done")
+    finally:
+        for srv in servers:
+            srv.stop()
     machine = B.machine_info()
     machine["cairn_binary"] = B.binary_info(B.CAIRN_BIN)
 
@@ -115,8 +122,9 @@ def main():
                         "ops/s vs 1t", "context switches/op", "other cores busy"], rows)
     page = (f"# Default thread count against --threads 1 (redis-benchmark)\n\n"
             f"`bench/threads.py {' '.join(sys.argv[1:])}` on {B.machine_line(machine)}.\n\n"
-            f"redis-benchmark -c 50 -n {opts.requests} -r 100000 -d 32, with and without -P 16; each figure is the "
-            f"median of {opts.rounds} rounds, every round a fresh server per line, servers in rotating order. "
+            f"redis-benchmark -c 50 -n {opts.requests} -r 100000 -d 32, with and without -P 16 ({PIPELINED_MORE}× the "
+            f"requests); each figure is the median of {opts.rounds} rounds; within a round every server runs one "
+            "workload before the next, in an order that rotates from round to round. "
             "'threads' is what the server reports (CONFIG GET threads). Server CPU = run time of all its threads "
             "(/proc/<pid>/task/*/schedstat); context switches = voluntary + involuntary over its threads; "
             "'other cores busy' = cores kept busy by everything else, redis-benchmark included (from /proc/stat).\n\n"
