@@ -127,7 +127,7 @@ def write_summary(out, machine, quick, elapsed=None):
               f"Reproduce: `make {'bench-quick' if quick else 'bench'}` "
               f"(`.venv/bin/python bench/run.py{' --quick' if quick else ''}`)"
               + (f"; this run took {elapsed / 60:.1f} minutes." if elapsed else "."), "",
-              f"Headline figures: cairn's reactor with one thread per core (its default) and with one thread, against "
+              f"Headline figures: cairn's reactor with one thread per core and with one thread (on up to 3 cores its default), against "
               f"Redis and memcached -t {n} / -t 1; medians of the repeated runs in one session. Ratios pair like with "
               "like: N threads with memcached -t N, one event loop with Redis and memcached -t 1. On 2 cores the "
               "load generator competes with a multi-threaded server for the CPUs, which is why the 1-thread columns "
