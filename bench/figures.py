@@ -111,6 +111,18 @@ HIT_ROW = "hit ratio, Zipf 0.99, cache = 10% of keys"
 SNAP_GET = "GET p99 µs: no save / during"
 
 
+def threads_figure(workload):
+    """bench/results/threads.md: cairn's default thread count against --threads 1 and Redis."""
+    def extract(t):
+        rows = {r["server"]: r for rows in tables(t) for r in rows if r.get("workload") == workload}
+        ours, redis = rows["cairn default"], rows["redis"]
+        us, redis_us = float(ours["server CPU µs/op"]), float(redis["server CPU µs/op"])
+        return (f"{ours['server CPU µs/op']} µs (default, {ours['threads']} loop(s) here: "
+                f"{ours['CPU/op vs 1t']} of --threads 1)",
+                f"Redis {redis['server CPU µs/op']} µs ({us / redis_us:.2f}×)")
+    return extract
+
+
 def paren(text):
     """The part in brackets of a cell ("2937 / 3639 (1.24x)" -> "1.24x")."""
     return re.search(r"\(([^)]*)\)", text).group(1)
@@ -177,6 +189,8 @@ FIGURES = [
      headline_pair("GET 32 B (RESP), 10 clients", "server CPU", "cairn 1t", "redis", "µs", "Redis")),
     ("same, one I/O thread per core (2 threads on 2 cores)", "summary.md",
      headline_pair("GET 32 B (RESP), 10 clients", "server CPU", "cairn 2t", "redis", "µs", "Redis")),
+    ("GET 32 B, 50 clients (redis-benchmark): server CPU per op, default threads", "threads.md",
+     threads_figure("GET")),
     ("mdcached 90/10, 1 KB ± 500 B, 40 clients, RESP: server CPU per op", "summary.md",
      headline_pair("mdcached 90/10, 1 KB ± 500 B, 40 clients, RESP", "server CPU", "cairn 1t", "redis", "µs",
                    "Redis")),
