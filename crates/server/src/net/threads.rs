@@ -1,8 +1,8 @@
 //! How many event loops the reactor runs when `--threads` is not given.
 //!
 //! Measured on a 2-core machine (bench/results/threads.md, bench/results/scaling.md): a second
-//! event loop costs 5–22% more server CPU per request than one, and loses throughput outright,
-//! because on loopback most of a request's cost is the kernel's TCP path, which runs on the same
+//! event loop costs 7–28% more server CPU per request than one (and, on a quiet machine, did a
+//! third fewer operations per second), because on loopback most of a request's cost is the kernel's TCP path, which runs on the same
 //! cores as the clients and the loops; two loops each find half as much work per `epoll_wait`,
 //! so they block and wake (a context switch each way) about twice as often per request. A loop
 //! pays off only when it has a core to itself and the kernel work beside it has another, so the
