@@ -86,7 +86,7 @@ def lines(path, title, xlabel, ylabel, xs, series, note=None, logx=False, ref_li
                     yerr=[[max(0, p[1][0] - p[1][1]) for p in pts], [max(0, p[1][2] - p[1][0]) for p in pts]],
                     marker="o", capsize=3, label=label, color=color_for(label))
     for label, y in (ref_lines or {}).items():
-        ax.axhline(y, ls="--", lw=1, label=label)
+        ax.axhline(y, ls="--", lw=1, label=label, color=color_for(label))
     if logx:
         ax.set_xscale("log", base=2)
     ax.set_xticks(xs)

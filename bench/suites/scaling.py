@@ -73,7 +73,7 @@ def run(opts, runner, machine):
                                           ("cpu_us_per_op", "server CPU per op (µs)", "scaling_cpu", "Server CPU per op vs server threads")):
             series = {label: [triple(res[pat.format(t)], metric) for t in threads] for label, pat in fams}
             refs = {"redis (1 thread)": med(res["redis"], metric),
-                    f"cairn default ({chosen} loops, RESP)": med(res["cairn-rdefault"], metric)}
+                    f"cairn default ({chosen} loop(s), RESP)": med(res["cairn-rdefault"], metric)}
             lines(s.png(stem), f"{ttl} (40 conns, 90/10, 1 KB ± 500 B)", "server threads (--threads / --workers / -t)",
                   ylabel, threads, series, note=s.note(), logx=len(threads) > 3, ref_lines=refs)
     finally:
