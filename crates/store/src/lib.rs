@@ -20,6 +20,7 @@ pub mod glob;
 pub mod hash;
 mod item;
 mod moves;
+mod probation;
 mod scan;
 mod shard;
 pub mod snapshot;
@@ -592,6 +593,7 @@ fn flush_shard(store: &Store, shard: &mut Shard, author: Author) {
     let delta = shard.table.bytes() as isize - shard.used as isize;
     shard.used = shard.table.bytes();
     shard.clock_hand = 0;
+    shard.probation.clear();
     shard.expire_cursor = 0;
     shard.hashes_with_deadlines.clear();
     store.account(delta);
