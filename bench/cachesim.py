@@ -287,7 +287,8 @@ class CairnModel:
     from its own shard, so each holds what it held when the limit was first reached. Per shard:
     a record has a reference byte with a 2-bit read count (readers only raise it) and a
     probation bit. A new record enters probation (a FIFO ring) unless the ghost set remembers
-    its hash. Eviction first drains the ring while it holds at least a twentieth of the shard's
+    its hash (the ring holds at most twice its target plus 16: past that, the oldest record leaves
+    probation unread). Eviction first drains the ring while it holds at least a twentieth of the shard's
     records: a record read since it was written leaves probation (bit cleared, count kept), an
     unread one is evicted and its hash remembered in the ghost set (direct-mapped 16-bit
     fingerprints, a power of two about half the shard's records). Otherwise counter CLOCK in
@@ -296,6 +297,7 @@ class CairnModel:
 
     SHARDS = 256
     PROBATION_SHARE = 20
+    RING_SLACK = 16
 
     def __init__(self, capacity: int, seed: int = 1):
         self.cap = capacity
@@ -373,6 +375,12 @@ class CairnModel:
                 del sh.ghost[i]
                 byte = 0
         if byte:
+            # The ring's bound: past it (stale entries, or the fill before the first eviction)
+            # the oldest record leaves probation unread.
+            if len(sh.ring) >= 2 * max(1, (len(sh.recs) + 1) // self.PROBATION_SHARE) + self.RING_SLACK:
+                old = sh.recs.get(sh.ring.popleft())
+                if old is not None:
+                    old[1] &= ~PROBATION
             sh.ring.append(k)
         sh.recs[k] = [h >> 32, byte]
         insort(sh.order, (h >> 32, k))
