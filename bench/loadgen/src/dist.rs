@@ -61,16 +61,27 @@ impl Rng {
 /// Which keys requests touch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KeyDist {
-    Uniform { n: u64 },
+    Uniform {
+        n: u64,
+    },
     Zipf(Zipf),
     /// Zipf requests interleaved with a sequential scan of the whole key space: each request
     /// is, with probability `share`, the scan's next key (the "table scan" that evicts a
     /// recency-only cache's hot set).
-    Scan { zipf: Zipf, share: Mix, next: u64 },
+    Scan {
+        zipf: Zipf,
+        share: Mix,
+        next: u64,
+    },
     /// Zipf requests interleaved with a loop over the `len` least popular keys, read in the
     /// same order again and again: each request is, with probability `share`, the loop's
     /// next key. A loop longer than the cache defeats LRU and FIFO.
-    Loop { zipf: Zipf, share: Mix, len: u64, next: u64 },
+    Loop {
+        zipf: Zipf,
+        share: Mix,
+        len: u64,
+        next: u64,
+    },
 }
 
 /// What the scan and loop streams mix into their Zipf requests.
