@@ -201,6 +201,10 @@ FIGURES = [
                 f"Redis allkeys-lru {headline(t, HIT_ROW, '%', 'redis')}% ({headline(t, HIT_ROW, '%', 'cairn 2t / redis')}); "
                 f"memcached -t 2 {headline(t, HIT_ROW, '%', 'memcached -t 2')}% "
                 f"({headline(t, HIT_ROW, '%', 'cairn 2t / memcached -t 2')})")),
+    ("hit ratio minus the best of simulated S3-FIFO and W-TinyLFU: Zipf 0.8 / 0.99 / +scan / +loop", "eviction.md",
+     lambda t: (" / ".join(cell(t, "points vs best", stream) for stream in
+                           ("Zipf s=0.8", "Zipf s=0.99", "Zipf s=0.99 with a scan", "Zipf s=0.99 with a loop"))
+                + " points", "goal: no stream below -0.50 (issue 19)")),
     # The thesis study (studies/thesis): three cache systems built on cairn, 12 Locust users.
     ("thesis study, 3 nodes: hit rate (figure 5.4)", "studies/thesis/results/summary.md",
      study_modes("hit rate", "", 3)),

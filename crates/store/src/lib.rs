@@ -170,7 +170,8 @@ pub struct StoreStats {
     pub stored: u64,
     /// Bytes the change backlogs hold (not counted in `used_memory` nor against the limit).
     pub change_backlog: u64,
-    /// Of `used_memory`: the shards' slot arrays (the key index).
+    /// Of `used_memory`: the shards' slot arrays (the key index) and allkeys-lru's probation
+    /// rings and ghost sets.
     pub index_memory: u64,
     /// Of `used_memory`: the tag index's entries.
     pub tag_index_memory: u64,
@@ -494,7 +495,7 @@ impl Store {
             with_shard(index, &mut |shard: &Shard| {
                 s.keys += shard.table.len() as u64;
                 s.keys_with_expiry += shard.table.expiring() as u64;
-                s.index_memory += shard.table.bytes() as u64;
+                s.index_memory += (shard.table.bytes() + shard.probation.bytes()) as u64;
             });
         }
         s

@@ -201,6 +201,8 @@ mod tests {
             .sum();
         assert_eq!(s.used_memory(), shard.table.bytes() as u64 + records + side);
         drop(shard);
+        let stats = s.stats();
+        assert_eq!(stats.records_memory(), records, "the side structures count as index");
         s.flush();
         assert_eq!(s.used_memory(), empty);
     }
