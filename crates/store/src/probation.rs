@@ -202,7 +202,11 @@ mod tests {
         assert_eq!(s.used_memory(), shard.table.bytes() as u64 + records + side);
         drop(shard);
         let stats = s.stats();
-        assert_eq!(stats.records_memory(), records, "the side structures count as index");
+        assert_eq!(
+            stats.records_memory(),
+            records,
+            "the side structures count as index"
+        );
         s.flush();
         assert_eq!(s.used_memory(), empty);
     }
