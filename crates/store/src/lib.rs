@@ -362,7 +362,12 @@ impl Store {
     /// Changes the policy at once. Reference bytes keep their values: switching between LRU and
     /// LFU takes a while to adjust, as in Redis.
     pub fn set_policy(&self, policy: EvictionPolicy) {
-        self.policy.store(policy as u8, Ordering::Relaxed);
+        let old = EvictionPolicy::from_u8(self.policy.swap(policy as u8, Ordering::Relaxed));
+        if old == EvictionPolicy::AllKeysLru && policy != old {
+            for cell in self.shards.iter() {
+                cell.lock.write().end_probation(self);
+            }
+        }
     }
 
     /// Reads one key without counting an access (no hit or miss, no LRU/LFU update): OBJECT,

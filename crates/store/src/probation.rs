@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use crate::evict::PROBATION;
 use crate::table::KeyHash;
 
 /// One in this many of a shard's records may wait in probation before eviction takes the
@@ -111,10 +112,29 @@ impl Probation {
     }
 }
 
+impl crate::shard::Shard {
+    /// Takes every record out of probation and frees the ring and ghost set: the policy is no
+    /// longer `allkeys-lru`, and under an LFU policy the probation bit would read as a high
+    /// counter. Costs one lookup per ring entry (about a twentieth of the shard's records).
+    pub(crate) fn end_probation(&mut self, store: &crate::Store) {
+        let before = self.probation.bytes();
+        while let Some(hash) = self.probation.pop() {
+            let found = self
+                .table
+                .find_by_hash(hash, |item| item.reference() & PROBATION != 0);
+            if let Some(item) = found.and_then(|i| self.table.item_at(i)) {
+                item.set_reference(item.reference() & !PROBATION);
+            }
+        }
+        self.probation.clear();
+        self.used -= before;
+        store.account(-(before as isize));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evict::PROBATION;
     use crate::{Author, EvictionPolicy, Kind, Store, StoreConfig};
 
     fn store(maxmemory: u64) -> std::sync::Arc<Store> {
@@ -182,6 +202,25 @@ mod tests {
         // A read counts in the low bits and leaves the probation bit alone.
         s.read(b"fresh", |_| ());
         assert_eq!(reference(&s, "fresh"), Some(PROBATION | 1));
+    }
+
+    #[test]
+    fn leaving_allkeys_lru_takes_every_record_out_of_probation() {
+        let s = store(128 * 1024);
+        for i in 0..2000 {
+            put(&s, &format!("k{i}"));
+        }
+        let in_probation = |s: &Store| {
+            (1500..2000)
+                .filter(|i| reference(s, &format!("k{i}")).is_some_and(|r| r & PROBATION != 0))
+                .count()
+        };
+        assert!(in_probation(&s) > 0);
+        let before = s.used_memory();
+        s.set_policy(EvictionPolicy::AllKeysLfu);
+        assert_eq!(in_probation(&s), 0);
+        assert_eq!(s.cell(0).lock.read().probation.bytes(), 0);
+        assert!(s.used_memory() < before);
     }
 
     /// The ring and ghost set are charged to the memory limit and freed by a flush.
