@@ -111,9 +111,10 @@ def headline_rows(out):
                 add(f"open loop at {what} of max, p99", "µs",
                     {k: m(t.get(srv), "p99") for k, srv in names.items()}, 1, True)
         elif name == "eviction":
-            for sk in ("0.8", "0.99"):
-                srv = get(R, f"zipf{sk}", "servers") or {}
-                add(f"hit ratio, Zipf {sk}, cache = 10% of keys", "%",
+            for key, what in (("zipf0.8", "Zipf 0.8"), ("zipf0.99", "Zipf 0.99"), ("scan", "Zipf 0.99 + scan"),
+                              ("loop", "Zipf 0.99 + loop")):
+                srv = get(R, key, "servers") or {}
+                add(f"hit ratio, {what}, cache = 10% of keys", "%",
                     {"cN": m(srv.get(names["cN"]), "hit_ratio", 100), "redis": m(srv.get("redis"), "hit_ratio", 100),
                      "mN": m(srv.get(names["mN"]), "hit_ratio", 100)}, 2)
     return rows

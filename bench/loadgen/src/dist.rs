@@ -61,24 +61,101 @@ impl Rng {
 /// Which keys requests touch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KeyDist {
-    Uniform { n: u64 },
+    Uniform {
+        n: u64,
+    },
     Zipf(Zipf),
+    /// Zipf requests interleaved with a sequential scan of the whole key space: each request
+    /// is, with probability `share`, the scan's next key (the "table scan" that evicts a
+    /// recency-only cache's hot set).
+    Scan {
+        zipf: Zipf,
+        share: Mix,
+        next: u64,
+    },
+    /// Zipf requests interleaved with a loop over the `len` least popular keys, read in the
+    /// same order again and again: each request is, with probability `share`, the loop's
+    /// next key. A loop longer than the cache defeats LRU and FIFO.
+    Loop {
+        zipf: Zipf,
+        share: Mix,
+        len: u64,
+        next: u64,
+    },
+}
+
+/// What the scan and loop streams mix into their Zipf requests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pattern {
+    /// Fraction of the requests that come from the scan or the loop.
+    pub share: f64,
+    /// Keys in the loop (0: 15% of the keys).
+    pub loop_keys: u64,
+}
+
+impl Default for Pattern {
+    fn default() -> Pattern {
+        Pattern {
+            share: 0.25,
+            loop_keys: 0,
+        }
+    }
 }
 
 impl KeyDist {
-    pub fn new(kind: DistKind, n: u64, s: f64) -> KeyDist {
+    pub fn new(kind: DistKind, n: u64, s: f64, pattern: Pattern) -> KeyDist {
         match kind {
             DistKind::Uniform => KeyDist::Uniform { n },
             DistKind::Zipf => KeyDist::Zipf(Zipf::new(n, s)),
+            DistKind::Scan => KeyDist::Scan {
+                zipf: Zipf::new(n, s),
+                share: Mix::new(pattern.share),
+                next: 0,
+            },
+            DistKind::Loop => {
+                let len = match pattern.loop_keys {
+                    0 => (n * 15 / 100).max(1),
+                    l => l.min(n),
+                };
+                KeyDist::Loop {
+                    zipf: Zipf::new(n, s),
+                    share: Mix::new(pattern.share),
+                    len,
+                    next: 0,
+                }
+            }
         }
     }
 
     /// A key index in [0, n). For Zipf, index 0 is the most popular key.
     #[inline]
-    pub fn sample(&self, rng: &mut Rng) -> u64 {
+    pub fn sample(&mut self, rng: &mut Rng) -> u64 {
         match self {
             KeyDist::Uniform { n } => rng.below(*n),
             KeyDist::Zipf(z) => z.sample(rng) - 1,
+            KeyDist::Scan { zipf, share, next } => {
+                if share.is_read(rng) {
+                    let k = *next;
+                    *next = (k + 1) % zipf.n;
+                    k
+                } else {
+                    zipf.sample(rng) - 1
+                }
+            }
+            KeyDist::Loop {
+                zipf,
+                share,
+                len,
+                next,
+            } => {
+                if share.is_read(rng) {
+                    let k = zipf.n - *len + *next;
+                    *next = (*next + 1) % *len;
+                    k
+                } else {
+                    zipf.sample(rng) - 1
+                }
+            }
         }
     }
 }
@@ -87,6 +164,8 @@ impl KeyDist {
 pub enum DistKind {
     Uniform,
     Zipf,
+    Scan,
+    Loop,
 }
 
 impl FromStr for DistKind {
@@ -95,7 +174,11 @@ impl FromStr for DistKind {
         match s {
             "uniform" => Ok(DistKind::Uniform),
             "zipf" | "zipfian" => Ok(DistKind::Zipf),
-            _ => Err(format!("unknown distribution {s:?} (uniform or zipf)")),
+            "scan" => Ok(DistKind::Scan),
+            "loop" => Ok(DistKind::Loop),
+            _ => Err(format!(
+                "unknown distribution {s:?} (uniform, zipf, scan or loop)"
+            )),
         }
     }
 }
@@ -105,6 +188,8 @@ impl fmt::Display for DistKind {
         f.write_str(match self {
             DistKind::Uniform => "uniform",
             DistKind::Zipf => "zipf",
+            DistKind::Scan => "scan",
+            DistKind::Loop => "loop",
         })
     }
 }
@@ -278,7 +363,7 @@ impl fmt::Display for ValueSize {
 
 /// The read/write mix: a request is a read with probability `read_ratio`.
 /// Decided with an integer threshold so 0.0 and 1.0 are exact.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Mix {
     threshold: u64,
     all_reads: bool,
@@ -355,7 +440,7 @@ mod tests {
     #[test]
     fn uniform_keys_cover_the_range_evenly() {
         let n = 100u64;
-        let d = KeyDist::new(DistKind::Uniform, n, 0.0);
+        let mut d = KeyDist::new(DistKind::Uniform, n, 0.0, Pattern::default());
         let mut r = Rng::new(3);
         let draws = 500_000;
         let mut counts = vec![0u64; n as usize];
@@ -414,7 +499,7 @@ mod tests {
 
     #[test]
     fn zipf_key_index_is_zero_based_and_in_range() {
-        let d = KeyDist::new(DistKind::Zipf, 5, 0.99);
+        let mut d = KeyDist::new(DistKind::Zipf, 5, 0.99, Pattern::default());
         let mut r = Rng::new(9);
         let mut seen = [false; 5];
         for _ in 0..10_000 {
@@ -424,8 +509,51 @@ mod tests {
         }
         assert!(seen.iter().all(|&b| b));
         // A single key is always that key.
-        let one = KeyDist::new(DistKind::Zipf, 1, 0.99);
+        let mut one = KeyDist::new(DistKind::Zipf, 1, 0.99, Pattern::default());
         assert_eq!(one.sample(&mut r), 0);
+    }
+
+    #[test]
+    fn scan_walks_every_key_in_order_between_zipf_requests() {
+        let pattern = Pattern {
+            share: 0.25,
+            loop_keys: 0,
+        };
+        let mut d = KeyDist::new(DistKind::Scan, 1000, 0.99, pattern);
+        let mut r = Rng::new(4);
+        let keys: Vec<u64> = (0..40_000).map(|_| d.sample(&mut r)).collect();
+        // The scan's keys are consecutive, so the stream holds long ascending runs through
+        // the cold end, which Zipf alone almost never requests in a row.
+        let cold_runs = keys
+            .windows(2)
+            .filter(|w| w[0] >= 900 && w[1] == w[0] + 1)
+            .count();
+        assert!(cold_runs > 100, "{cold_runs}");
+        let hot = keys.iter().filter(|&&k| k == 0).count() as f64 / keys.len() as f64;
+        assert!(hot > 0.05, "rank 0 share {hot}");
+        assert!(keys.iter().all(|&k| k < 1000));
+    }
+
+    #[test]
+    fn loop_cycles_through_the_coldest_keys() {
+        let pattern = Pattern {
+            share: 1.0,
+            loop_keys: 30,
+        };
+        let mut d = KeyDist::new(DistKind::Loop, 100, 0.99, pattern);
+        let mut r = Rng::new(4);
+        let keys: Vec<u64> = (0..65).map(|_| d.sample(&mut r)).collect();
+        let want: Vec<u64> = (0..65).map(|i| 70 + i % 30).collect();
+        assert_eq!(keys, want);
+        // The default loop is 15% of the keys and a quarter of the requests.
+        let mut d = KeyDist::new(DistKind::Loop, 1000, 0.99, Pattern::default());
+        let looped = (0..10_000)
+            .map(|_| d.sample(&mut r))
+            .filter(|&k| k >= 850)
+            .count();
+        assert!((2_000..3_500).contains(&looped), "{looped}");
+        assert_eq!("loop".parse::<DistKind>(), Ok(DistKind::Loop));
+        assert_eq!(DistKind::Scan.to_string(), "scan");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use dist::{DistKind, KeyDist, Rng, ValueSize};
+use dist::{DistKind, KeyDist, Pattern, Rng, ValueSize};
 use proto::{Expiry, McNull, Protocol};
 use stats::{summarize, Recorder, Summary};
 use worker::{Config, ThreadResult};
@@ -82,9 +82,16 @@ struct Args {
     key_size: usize,
     #[arg(long, default_value = "key:")]
     key_prefix: String,
-    /// Key distribution: uniform or zipf.
+    /// Key distribution: uniform, zipf, scan (zipf with a sequential scan of every key) or
+    /// loop (zipf with a loop over the coldest --loop-keys keys).
     #[arg(long, default_value = "uniform")]
     dist: DistKind,
+    /// scan and loop: fraction of the requests that come from the scan or the loop.
+    #[arg(long, default_value_t = 0.25)]
+    pattern_share: f64,
+    /// loop: keys in the loop (0: 15% of --keys).
+    #[arg(long, default_value_t = 0)]
+    loop_keys: u64,
     /// Zipf skew s (P(rank k) ~ k^-s).
     #[arg(long, default_value_t = 0.99)]
     zipf_s: f64,
@@ -179,6 +186,7 @@ fn build_config(a: &Args) -> Result<Config, String> {
         key_prefix: a.key_prefix.clone(),
         dist: a.dist,
         zipf_s: a.zipf_s,
+        pattern: a.pattern(),
         value_size: a.value_size,
         seed: a.seed,
         load: a.load,
@@ -194,12 +202,21 @@ fn build_config(a: &Args) -> Result<Config, String> {
     })
 }
 
+impl Args {
+    fn pattern(&self) -> Pattern {
+        Pattern {
+            share: self.pattern_share,
+            loop_keys: self.loop_keys,
+        }
+    }
+}
+
 fn dump_keys(a: &Args, path: &str) -> Result<(), String> {
     let n = a.requests.unwrap_or(1_000_000);
     if a.keys > u32::MAX as u64 {
         return Err("--dump-keys supports at most 2^32 keys".into());
     }
-    let d = KeyDist::new(a.dist, a.keys, a.zipf_s);
+    let mut d = KeyDist::new(a.dist, a.keys, a.zipf_s, a.pattern());
     let mut rng = Rng::new(worker::thread_seed(a.seed, 0));
     let mut out = Vec::with_capacity(n as usize * 4);
     for _ in 0..n {
@@ -318,6 +335,8 @@ fn report(a: &Args, cfg: &Config, o: &Outcome) -> String {
     w.field_u64("key_size", cfg.key_size as u64);
     w.field_str("dist", &cfg.dist.to_string());
     w.field_f64("zipf_s", cfg.zipf_s);
+    w.field_f64("pattern_share", cfg.pattern.share);
+    w.field_u64("loop_keys", cfg.pattern.loop_keys);
     w.field_str("value_size", &cfg.value_size.to_string());
     w.field_u64("seed", cfg.seed);
     w.field_bool("fill_on_miss", cfg.fill_on_miss);

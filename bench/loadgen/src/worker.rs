@@ -25,7 +25,7 @@ use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::dist::{DistKind, KeyDist, Mix, Rng, ValueSize};
+use crate::dist::{DistKind, KeyDist, Mix, Pattern, Rng, ValueSize};
 use crate::proto::{parse_reply, Encoder, Expiry, McNull, Op, Protocol, Reply};
 use crate::stats::Recorder;
 
@@ -52,6 +52,8 @@ pub struct Config {
     pub key_prefix: String,
     pub dist: DistKind,
     pub zipf_s: f64,
+    /// What the scan and loop distributions mix in.
+    pub pattern: Pattern,
     pub value_size: ValueSize,
     pub seed: u64,
     /// Write every key exactly once, then stop.
@@ -365,7 +367,7 @@ pub fn run_thread(
 
     let mut gen = Gen {
         rng: Rng::new(thread_seed(cfg.seed, tid)),
-        dist: KeyDist::new(cfg.dist, cfg.keys, cfg.zipf_s),
+        dist: KeyDist::new(cfg.dist, cfg.keys, cfg.zipf_s, cfg.pattern),
         mix: Mix::new(cfg.read_ratio),
         vsize: cfg.value_size,
         keyfmt: KeyFormat::new(&cfg.key_prefix, cfg.key_size, cfg.keys)?,
@@ -706,6 +708,7 @@ mod tests {
             key_prefix: "key:".into(),
             dist: DistKind::Uniform,
             zipf_s: 0.99,
+            pattern: Pattern::default(),
             value_size: ValueSize { min: 4, max: 4 },
             seed: 1,
             load: false,
@@ -769,7 +772,7 @@ mod tests {
         let c = cfg();
         let mut g = Gen {
             rng: Rng::new(1),
-            dist: KeyDist::new(DistKind::Uniform, 8, 0.0),
+            dist: KeyDist::new(DistKind::Uniform, 8, 0.0, Pattern::default()),
             mix: Mix::new(0.5),
             vsize: ValueSize { min: 3, max: 3 },
             keyfmt: KeyFormat::new("k", 4, 8).unwrap(),

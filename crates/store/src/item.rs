@@ -12,7 +12,7 @@
 //! only when non-zero. `cas` is the version clients see (memcached CAS); every write gives it a
 //! fresh store-unique value. `version` is present only when a client chose the CAS (memcached
 //! `E`) or a change kept it (memcached `touch`): it then holds the fresh value that WATCH
-//! compares, so that WATCH sees every change whatever CAS the client asked for. `visited` is the eviction policy's reference bit: readers set it with a
+//! compares, so that WATCH sees every change whatever CAS the client asked for. `visited` is the eviction policy's reference byte (see `evict`): readers set it with a
 //! relaxed atomic store under the shard's shared lock, which is why it has a byte of its own.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
@@ -534,30 +534,19 @@ impl ItemPtr {
         unsafe { AtomicU8::from_ptr(self.0.as_ptr().add(1)) }
     }
 
-    /// Marks the record recently used; a plain load first keeps hot records' lines clean.
-    pub fn touch(self) {
-        let bit = self.visited_bit();
-        if bit.load(Ordering::Relaxed) == 0 {
-            bit.store(1, Ordering::Relaxed);
-        }
-    }
-
+    /// Whether the record was read since the eviction hand last passed (see `evict`).
     pub fn visited(self) -> bool {
-        self.visited_bit().load(Ordering::Relaxed) != 0
+        crate::evict::was_read(self.visited_bit().load(Ordering::Relaxed))
     }
 
-    /// The whole reference byte: CLOCK's bit, or the LFU counter under an LFU policy.
+    /// The whole reference byte: the LRU policies' frequency and probation bit, or the LFU
+    /// counter under an LFU policy.
     pub fn reference(self) -> u8 {
         self.visited_bit().load(Ordering::Relaxed)
     }
 
     pub fn set_reference(self, value: u8) {
         self.visited_bit().store(value, Ordering::Relaxed);
-    }
-
-    /// Clears the reference bit, returning whether it was set (CLOCK's second chance).
-    pub fn take_visited(self) -> bool {
-        self.visited_bit().swap(0, Ordering::Relaxed) != 0
     }
 
     pub fn alloc_size(self) -> usize {
@@ -720,9 +709,11 @@ mod tests {
         assert_eq!(p.cas(), 77);
         assert!(p.set_expire_in_place(None));
         assert_eq!(p.expire_at(), None);
-        assert!(!p.take_visited());
-        p.touch();
-        assert!(p.take_visited());
+        assert!(!p.visited());
+        p.set_reference(0x80);
+        assert!(!p.visited(), "the probation bit is not a read");
+        p.set_reference(0x81);
+        assert!(p.visited());
         p.set_cas(9);
         assert_eq!(p.cas(), 9);
         assert_eq!(p.value(), &value[..]);

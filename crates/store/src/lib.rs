@@ -20,6 +20,7 @@ pub mod glob;
 pub mod hash;
 mod item;
 mod moves;
+mod probation;
 mod scan;
 mod shard;
 pub mod snapshot;
@@ -169,7 +170,8 @@ pub struct StoreStats {
     pub stored: u64,
     /// Bytes the change backlogs hold (not counted in `used_memory` nor against the limit).
     pub change_backlog: u64,
-    /// Of `used_memory`: the shards' slot arrays (the key index).
+    /// Of `used_memory`: the shards' slot arrays (the key index) and allkeys-lru's probation
+    /// rings and ghost sets.
     pub index_memory: u64,
     /// Of `used_memory`: the tag index's entries.
     pub tag_index_memory: u64,
@@ -360,7 +362,12 @@ impl Store {
     /// Changes the policy at once. Reference bytes keep their values: switching between LRU and
     /// LFU takes a while to adjust, as in Redis.
     pub fn set_policy(&self, policy: EvictionPolicy) {
-        self.policy.store(policy as u8, Ordering::Relaxed);
+        let old = EvictionPolicy::from_u8(self.policy.swap(policy as u8, Ordering::Relaxed));
+        if old == EvictionPolicy::AllKeysLru && policy != old {
+            for cell in self.shards.iter() {
+                cell.lock.write().end_probation(self);
+            }
+        }
     }
 
     /// Reads one key without counting an access (no hit or miss, no LRU/LFU update): OBJECT,
@@ -493,7 +500,7 @@ impl Store {
             with_shard(index, &mut |shard: &Shard| {
                 s.keys += shard.table.len() as u64;
                 s.keys_with_expiry += shard.table.expiring() as u64;
-                s.index_memory += shard.table.bytes() as u64;
+                s.index_memory += (shard.table.bytes() + shard.probation.bytes()) as u64;
             });
         }
         s
@@ -592,6 +599,7 @@ fn flush_shard(store: &Store, shard: &mut Shard, author: Author) {
     let delta = shard.table.bytes() as isize - shard.used as isize;
     shard.used = shard.table.bytes();
     shard.clock_hand = 0;
+    shard.probation.clear();
     shard.expire_cursor = 0;
     shard.hashes_with_deadlines.clear();
     store.account(delta);

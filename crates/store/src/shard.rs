@@ -15,9 +15,10 @@ use indexmap::IndexSet;
 use crate::changes::{ChangeKind, Log};
 use crate::collection::{self, Collection};
 use crate::item::{Header, Item, ItemPtr, Kind};
+use crate::probation::Probation;
 use crate::table::{KeyHash, Probe, Table};
 use crate::tags::{reference, Tag, ENTRY_COST};
-use crate::{now_ms, Author, Garbage, Store};
+use crate::{now_ms, Author, EvictionPolicy, Garbage, Store};
 
 /// What `Entry::put_inner` is doing.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,8 @@ pub(crate) struct Shard {
     pub table: Table,
     pub used: usize,
     pub clock_hand: usize,
+    /// `allkeys-lru`'s probationary FIFO and ghost set (see `probation`).
+    pub probation: Probation,
     pub expire_cursor: usize,
     pub next_cas: u64,
     /// This shard's change numbering and backlog (see `changes`).
@@ -91,6 +94,7 @@ impl Shard {
             used: table.bytes(),
             table,
             clock_hand: 0,
+            probation: Probation::default(),
             expire_cursor: 0,
             next_cas: 1,
             log: Log::default(),
@@ -420,9 +424,12 @@ impl<'a> Entry<'a> {
         if let Probe::Found(i) = self.probe {
             let (old, freed) = self.shard.unlink_slot(self.store, i);
             // A rebuilt record keeps its reference bit (memcached `h`, and CLOCK's choice); under
-            // LFU an overwritten one keeps its counter too, as in Redis.
+            // LFU an overwritten one keeps its counter too, as in Redis. An overwritten record
+            // stays in probation if it was (its hash is in the ring).
             if how != Put::Write || lfu {
                 item.set_reference(old.reference());
+            } else {
+                item.set_reference(old.reference() & crate::evict::PROBATION);
             }
             // A rebuild (a new deadline, new tags) moves the collection over to the new record.
             if item.shares_collection(old) {
@@ -434,10 +441,18 @@ impl<'a> Entry<'a> {
         let i = match self.probe {
             Probe::Found(i) | Probe::Vacant(i) => i,
         };
+        let new_key = matches!(self.probe, Probe::Vacant(_));
         self.shard
             .table
             .insert_at(i, self.hash, item, expire_at.is_some());
         self.probe = Probe::Found(i);
+        // Probation matters only once eviction can happen: without a limit it costs nothing.
+        if new_key
+            && self.store.policy() == EvictionPolicy::AllKeysLru
+            && self.store.maxmemory.load(Ordering::Relaxed) != 0
+        {
+            self.shard.admit(self.store, i, self.hash);
+        }
         if kind == Kind::Hash && crate::hash::has_deadlines(item.value()) {
             self.shard.hashes_with_deadlines.insert(self.key.into());
         }

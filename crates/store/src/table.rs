@@ -134,6 +134,28 @@ impl Table {
         }
     }
 
+    /// The first record on `hash`'s probe path whose slot carries the hash's tag and which
+    /// `accept` takes: how a side structure that keeps hashes, not keys, finds its record again.
+    pub fn find_by_hash(&self, hash: KeyHash, accept: impl Fn(ItemPtr) -> bool) -> Option<usize> {
+        let mask = self.slots.len() - 1;
+        let tag = hash.tag();
+        let mut i = self.home(hash.position());
+        for _ in 0..self.slots.len() {
+            let slot = self.slots[i];
+            if slot == EMPTY {
+                return None;
+            }
+            if slot != TOMBSTONE && slot & TAG_MASK == tag {
+                let item = ItemPtr::from_addr((slot & ADDR_MASK) as usize);
+                if accept(item) {
+                    return Some(i);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
     fn encode(hash: KeyHash, item: ItemPtr, has_expire: bool) -> u64 {
         let addr = item.addr() as u64;
         debug_assert_eq!(addr & !ADDR_MASK, 0, "record address beyond 48 bits");
