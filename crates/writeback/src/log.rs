@@ -484,6 +484,7 @@ impl Log {
             segment: None,
             offset: 0,
             buf: Vec::new(),
+            buf_start: 0,
         }
     }
 
@@ -502,9 +503,16 @@ pub struct Reader {
     dir: PathBuf,
     /// The segment read now: (first number, file).
     segment: Option<(u64, File)>,
+    /// Where the next record starts in the segment.
     offset: u64,
+    /// Bytes of the segment from `buf_start` on, read a chunk at a time (the flusher reads
+    /// every record: one `pread` per chunk, not two per record).
     buf: Vec<u8>,
+    buf_start: u64,
 }
+
+/// Bytes the reader asks the file for at once (more when one record is larger).
+const READ_CHUNK: usize = 256 << 10;
 
 /// Where a reader is: restored with [`Reader::seek`] to read a batch again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -522,6 +530,13 @@ impl Reader {
     }
 
     pub fn seek(&mut self, pos: Position) -> std::io::Result<()> {
+        // Back in the segment open now (the flusher rereads a batch): keep its file and the
+        // bytes read (segments are only appended to).
+        if pos.segment.is_some() && pos.segment == self.position().segment {
+            self.offset = pos.offset;
+            return Ok(());
+        }
+        self.buf.clear();
         // A segment deleted meanwhile held only records already applied: start from the
         // oldest one left (the flusher skips what its checkpoint covers).
         self.segment = match pos.segment {
@@ -549,27 +564,11 @@ impl Reader {
                 };
                 self.segment = Some((first, File::open(path)?));
                 self.offset = 0;
+                self.buf.clear();
             }
-            let (first, file) = self.segment.as_ref().expect("opened above");
-            let first = *first;
-            let mut head = [0u8; 4];
-            let got = read_at_most(file, &mut head, self.offset)?;
-            if got == 4 {
-                let len = u32::from_le_bytes(head) as usize;
-                if len > MAX_RECORD + HEADER {
-                    return Err(std::io::Error::other("write-behind log: bad record length"));
-                }
-                self.buf.resize(8 + len, 0);
-                let got = read_at_most(file, &mut self.buf, self.offset)?;
-                if got == self.buf.len() {
-                    if let Some((record, size)) = decode(&self.buf) {
-                        if record.lsn > upto {
-                            return Ok(None);
-                        }
-                        self.offset += size as u64;
-                        return Ok(Some(record));
-                    }
-                }
+            let first = self.segment.as_ref().expect("opened above").0;
+            if let Some(found) = self.buffered(upto)? {
+                return Ok(found);
             }
             // The end of this segment for now. A segment is complete once a newer one exists
             // (the writer rotates before writing to the new one): go on there.
@@ -578,9 +577,50 @@ impl Reader {
                 Some((f, path)) => {
                     self.segment = Some((f, File::open(path)?));
                     self.offset = 0;
+                    self.buf.clear();
                 }
                 None => return Ok(None),
             }
+        }
+    }
+
+    /// The record at `offset` in the open segment, from the buffer, which is read again from
+    /// the file (at `offset`, a chunk or the whole record) when it does not hold that record
+    /// whole and intact: Some(None) when the record is past `upto`, None at the segment's
+    /// end for now (nothing more written, or a tail still being written).
+    fn buffered(&mut self, upto: u64) -> std::io::Result<Option<Option<Record>>> {
+        // Bytes last read from the file at `offset` (0: the buffer there is older).
+        let mut asked = 0;
+        loop {
+            let rest = match self.offset.checked_sub(self.buf_start) {
+                Some(at) if at as usize <= self.buf.len() => &self.buf[at as usize..],
+                _ => &[][..],
+            };
+            let mut need = READ_CHUNK;
+            if let Some(head) = rest.get(..4) {
+                let len = u32::from_le_bytes(head.try_into().expect("4 bytes")) as usize;
+                if len > MAX_RECORD + HEADER {
+                    return Err(std::io::Error::other("write-behind log: bad record length"));
+                }
+                if let Some((record, size)) = decode(rest) {
+                    if record.lsn > upto {
+                        return Ok(Some(None));
+                    }
+                    self.offset += size as u64;
+                    return Ok(Some(Some(record)));
+                }
+                need = need.max(8 + len);
+            }
+            // Read just now with room for the whole record, yet not there whole and intact.
+            if asked >= need {
+                return Ok(None);
+            }
+            let (_, file) = self.segment.as_ref().expect("open");
+            self.buf.resize(need, 0);
+            let got = read_at_most(file, &mut self.buf, self.offset)?;
+            self.buf.truncate(got);
+            self.buf_start = self.offset;
+            asked = need;
         }
     }
 
@@ -707,6 +747,32 @@ mod tests {
         let mut zeroed = new.clone();
         zeroed[8..].fill(0);
         assert!(decode(&zeroed).is_none());
+    }
+
+    #[test]
+    fn a_reader_sees_records_written_after_it_read_and_records_larger_than_a_chunk() {
+        let dir = temp("chunks");
+        let log = Log::open(&dir, 64 << 20).unwrap();
+        let big = vec![7u8; READ_CHUNK * 2 + 5];
+        log.append(OpKind::String, b"a", b"1");
+        log.write_upto(1).unwrap();
+        let mut r = log.reader();
+        assert_eq!(r.next(9).unwrap().unwrap().lsn, 1);
+        assert!(r.next(9).unwrap().is_none(), "nothing more yet");
+        let at = r.position();
+        log.append(OpKind::String, b"b", &big);
+        log.append(OpKind::String, b"c", b"3");
+        log.write_upto(3).unwrap();
+        let got = r.next(9).unwrap().unwrap();
+        assert_eq!((got.lsn, got.value.len()), (2, big.len()));
+        assert!(r.next(2).unwrap().is_none(), "3 is past upto");
+        assert_eq!(r.next(9).unwrap().unwrap().value, b"3");
+        // Back to a position read before: the same records again.
+        r.seek(at).unwrap();
+        let lsns: Vec<u64> = std::iter::from_fn(|| r.next(9).unwrap())
+            .map(|rec| rec.lsn)
+            .collect();
+        assert_eq!(lsns, [2, 3]);
     }
 
     #[test]
