@@ -14,7 +14,9 @@ on unless --pg-fast) is the database of every mapping.
    always`; the peer is redis-server without AOF, with `appendonly yes appendfsync everysec`
    and with `appendfsync always` (AOF rewrite off). The figure is the server's own CPU time (all
    its threads' run time, `cpu_ab.cpu_ns`) per request: on the command path (until the last
-   reply) and, for cairn, including the flusher's work until WB.INFO's queue is empty. Servers
+   reply) and, for cairn, including the flusher's work until WB.INFO's queue is empty; cairn's
+   write-behind threads' share of the first (`wb-*`: flusher, syncer, fsync thread) beside it.
+   The client's and PostgreSQL's CPU are not counted there. Servers
    run side by side; each round visits every server in turn (median of `--rounds`).
 2. **Coalescing on a 90/10 Zipf workload.** cairn is filled with `--keys` keys and PostgreSQL's
    table with the same rows; then a mapping is added (WB.ADD) and `cairn-bench` runs 90% GET /
@@ -218,6 +220,19 @@ def redis(aof):
     return Srv("redis", argv)
 
 
+def wb_threads_ns(pid):
+    """Nanoseconds cairn's write-behind threads (named `wb-*`) have run: the part of the server's
+    CPU that is not the command path's."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if (task / "comm").read_text().startswith("wb-"):
+                total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def pipelined(port, payloads):
     """Sends each payload (PIPELINE requests) and waits for its PIPELINE one-line replies."""
     with socket.create_connection((HOST, port), timeout=120) as s:
@@ -276,7 +291,8 @@ def cpu_suite(opts, pg, log):
                        + ("body text)" if value == "string" else "f1 text, f2 text)"))
                 srv.add_mapping(name, pg, table, value)
         servers[label] = srv
-    samples = {label: {"SET": [], "HSET": [], "SET_flush": [], "HSET_flush": []} for label in servers}
+    samples = {label: {k: [] for k in ("SET", "HSET", "SET_flush", "HSET_flush", "SET_wb", "HSET_wb")}
+               for label in servers}
     try:
         for r in range(opts.rounds):
             for label, kind, policy in CPU_CONFIGS:
@@ -285,10 +301,12 @@ def cpu_suite(opts, pg, log):
                 n = n_always if policy == "always" else opts.sets
                 for verb in ("SET", "HSET"):
                     pid = srv.proc.pid
-                    c0 = cpu_ns(pid)
+                    c0, w0 = cpu_ns(pid), wb_threads_ns(pid) if kind == "cairn" else 0
                     pipelined(srv.port, reqs[verb][: n // PIPELINE])
                     c1 = cpu_ns(pid)
                     samples[label][verb].append((c1 - c0) / 1e3 / n)
+                    if kind == "cairn" and policy:
+                        samples[label][f"{verb}_wb"].append((wb_threads_ns(pid) - w0) / 1e3 / n)
                     if kind == "cairn" and policy:
                         srv.drain(["s" if verb == "SET" else "h"])
                         samples[label][f"{verb}_flush"].append((cpu_ns(pid) - c0) / 1e3 / n)
@@ -415,8 +433,8 @@ def fmt(x, digits=2):
 
 def cpu_tables(cpu, rounds):
     def cell(label, key):
-        s = cpu[label][key]
-        if s["median_us"] is None:
+        s = cpu[label].get(key)  # (`_wb`: not in runs before it was measured)
+        if not s or s["median_us"] is None:
             return "–"
         return f"{s['median_us']:.3f} ±{s['spread'] * 100:.0f}%"
 
@@ -428,11 +446,12 @@ def cpu_tables(cpu, rounds):
             c = cpu[cl][verb]["median_us"]
             r = cpu[rl][verb]["median_us"]
             flush = cpu[cl][f"{verb}_flush"]["median_us"]
-            rows.append([f"{verb}, {cp or 'off'}", cell(cl, verb), fmt(c / off_c),
+            rows.append([f"{verb}, {cp or 'off'}", cell(cl, verb), cell(cl, f"{verb}_wb"), fmt(c / off_c),
                          cell(cl, f"{verb}_flush") if flush else "–",
                          fmt(flush / off_c) if flush else "–",
                          cell(rl, verb), fmt(r / off_r), fmt(c / r)])
-    return B.md_table(["write, durability", "cairn µs/op", "cairn vs off", "cairn µs/op with flush",
+    return B.md_table(["write, durability", "cairn µs/op", "of it wb-* threads", "cairn vs off",
+                       "cairn µs/op with flush",
                        "with flush vs off", "redis µs/op", "redis vs off", "cairn / redis"], rows)
 
 
@@ -530,7 +549,7 @@ def render(res):
 {plot_line}
 ## Server CPU per write, write-behind off and on
 
-{sets} requests per measurement ({sets // 10 // PIPELINE * PIPELINE or PIPELINE} under `always`) from a raw pipelined client ({PIPELINE} per batch), each to a distinct key: SET of a 32-byte value (a `value = "string"` mapping covers the keys), HSET of two 16-byte fields (a `value = "hash"` mapping). The server's own CPU time per request in µs (median of {rounds} rounds, ± spread): on the command path (until the last reply), and for cairn also until the flusher had written every row to PostgreSQL (`with flush`). The peer is redis-server with `appendonly yes` and the same `appendfsync` (no AOF rewrite during the run): the closest peer to a durable log, but with no database behind it. Redis writes its AOF once per event-loop turn; cairn once per connection's batch of requests (one `write` per pipeline; since c2937d8, before it once per command), and under `always` it fsyncs once per command of a pipelined connection (a group fsync only when commands of several clients meet).
+{sets} requests per measurement ({sets // 10 // PIPELINE * PIPELINE or PIPELINE} under `always`) from a raw pipelined client ({PIPELINE} per batch), each to a distinct key: SET of a 32-byte value (a `value = "string"` mapping covers the keys), HSET of two 16-byte fields (a `value = "hash"` mapping). The server process's own CPU time per request in µs, all its threads (median of {rounds} rounds, ± spread; the client's and PostgreSQL's CPU are not counted): on the command path (until the last reply), of which cairn's write-behind threads (`wb-*`: the flusher, which may start on the first records while the client still sends, the once-a-second syncer and the `always` fsync thread), and for cairn also until the flusher had written every row to PostgreSQL (`with flush`). The peer is redis-server with `appendonly yes` and the same `appendfsync` (no AOF rewrite during the run): the closest peer to a durable log, but with no database behind it. Redis writes its AOF once per event-loop turn, and under `always` fsyncs it there too; cairn writes its log once per connection's batch of requests (one `write` per pipeline; since c2937d8, before it once per command), and under `always` fsyncs it once per batch too, on its fsync thread, before any of the batch's replies goes (since c211089; before it once per command of a pipelined connection).
 
 {cpu_tables(cpu, rounds)}
 

@@ -71,8 +71,9 @@ impl Session {
         let _batch = crate::tracking::batch();
         // Write-behind: the batch's log records are written once, before its replies go (no
         // mapping: nothing to batch; one added mid-batch writes per command until the next).
-        let _log_batch = self.shared.writeback.active().then(writeback::log_batch);
-        match self.protocol {
+        let log_batch = self.shared.writeback.active().then(writeback::log_batch);
+        let base = out.len();
+        let mut progress = match self.protocol {
             Protocol::Resp => self.process_resp(input, out),
             Protocol::Memcache => {
                 let (consumed, close, commands) =
@@ -89,7 +90,36 @@ impl Session {
                     waiting: std::mem::take(&mut self.conn.waiting),
                 }
             }
+        };
+        if let Some(fsync) = log_batch.and_then(writeback::LogBatch::finish) {
+            self.after_fsync(fsync, out, base, &mut progress);
         }
+        progress
+    }
+
+    /// `wb-fsync always`: the batch's replies (`out` from `base` on) go once its log records
+    /// are on disk, one fsync for the whole batch on the write-behind fsync thread, while
+    /// this thread serves other connections. Behind a reply already deferred (write-through),
+    /// before a close, or with replies muted (CLIENT REPLY), the fsync is made here instead,
+    /// so that the replies keep their order and none is dropped.
+    fn after_fsync(
+        &mut self,
+        fsync: writeback::Wait,
+        out: &mut Vec<u8>,
+        base: usize,
+        progress: &mut Progress,
+    ) {
+        if progress.waiting || progress.close || self.deferred_muted {
+            return fsync.wait();
+        }
+        let replies = out.split_off(base);
+        progress.waiting = true;
+        let client = Arc::downgrade(&self.conn.client);
+        fsync.then(move |_| {
+            if let Some(client) = client.upgrade() {
+                client.post(&replies, true);
+            }
+        });
     }
 
     fn count(&self, commands: u64) {

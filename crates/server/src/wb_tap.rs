@@ -52,8 +52,12 @@ impl ChangeTap for Taps {
                             store::snapshot::encode_record(item, &mut record);
                             Some((record, item.cas()))
                         };
-                        self.writeback
-                            .capture(c.key, op, &item.portable_value(), after);
+                        // A live string's or hash's bytes are its portable form: no copy.
+                        let value = match item.kind() {
+                            Kind::String | Kind::Hash => std::borrow::Cow::Borrowed(item.value()),
+                            _ => item.portable_value(),
+                        };
+                        self.writeback.capture(c.key, op, &value, after);
                     }
                     ChangeKind::Delete => {
                         self.writeback

@@ -185,9 +185,23 @@ thread_local! {
     /// write of the same key in the command, e.g. in EXEC).
     static PREV: RefCell<Vec<(Vec<u8>, Record)>> = const { RefCell::new(Vec::new()) };
     /// Within a [`LogBatch`]: records committed whose replies need nothing more than a log
-    /// write (`wb-fsync everysec`, no write-through) wait here to be written once, when the
-    /// batch ends, instead of one `write` per command; and how deep the batches nest.
-    static UNWRITTEN: RefCell<(u32, Captured)> = const { RefCell::new((0, Vec::new())) };
+    /// write and, under `wb-fsync always`, its fsync (no write-through) wait here to be
+    /// written once, when the batch ends, instead of one `write` (and fsync) per command.
+    static UNWRITTEN: RefCell<Unwritten> = const {
+        RefCell::new(Unwritten {
+            depth: 0,
+            captured: Vec::new(),
+            fsync: false,
+        })
+    };
+}
+
+/// The thread's open [`LogBatch`]es: how deep they nest, the records their commands
+/// committed, and whether the replies also wait for an fsync (`wb-fsync always`).
+struct Unwritten {
+    depth: u32,
+    captured: Captured,
+    fsync: bool,
 }
 
 /// Records captured per mapping: (mapping, its last number captured).
@@ -196,27 +210,59 @@ type Captured = Vec<(Arc<Mapping>, u64)>;
 /// One connection's batch of requests (the server opens it around each read's worth of
 /// commands): the log writes its commands need before their replies are made once, at its
 /// end, before any of the batch's replies is sent (Redis writes its AOF once per event-loop
-/// turn). A pipeline of 100 SETs so costs one `write`, not 100.
-pub struct LogBatch(());
+/// turn). A pipeline of 100 SETs so costs one `write`, not 100; under `wb-fsync always`
+/// also one fsync, not 100: [`LogBatch::finish`] hands the batch's replies a [`Wait`].
+pub struct LogBatch {
+    ended: bool,
+}
 
 pub fn log_batch() -> LogBatch {
-    UNWRITTEN.with(|u| u.borrow_mut().0 += 1);
-    LogBatch(())
+    UNWRITTEN.with(|u| u.borrow_mut().depth += 1);
+    LogBatch { ended: false }
+}
+
+impl LogBatch {
+    /// Ends the batch: writes its records to the logs' files. Under `wb-fsync always`,
+    /// returns what the batch's replies must wait for (the fsync of those records); None when
+    /// they may go now (or an outer batch still runs).
+    pub fn finish(mut self) -> Option<Wait> {
+        self.ended = true;
+        end_batch()
+    }
 }
 
 impl Drop for LogBatch {
+    /// A batch left without `finish` (unwinding) still writes its records and, under
+    /// `always`, fsyncs them before its replies can go.
     fn drop(&mut self) {
-        let unwritten = UNWRITTEN.with(|u| {
-            let mut u = u.borrow_mut();
-            u.0 -= 1;
-            if u.0 == 0 {
-                std::mem::take(&mut u.1)
-            } else {
-                Vec::new()
+        if !self.ended {
+            if let Some(wait) = end_batch() {
+                wait.wait();
             }
-        });
-        write_logs(&unwritten);
+        }
     }
+}
+
+fn end_batch() -> Option<Wait> {
+    let (captured, fsync) = UNWRITTEN.with(|u| {
+        let mut u = u.borrow_mut();
+        u.depth -= 1;
+        if u.depth > 0 {
+            return (Vec::new(), false);
+        }
+        (
+            std::mem::take(&mut u.captured),
+            std::mem::take(&mut u.fsync),
+        )
+    });
+    if captured.is_empty() {
+        return None;
+    }
+    write_logs(&captured);
+    fsync.then_some(Wait {
+        fsync: Some(captured),
+        group: None,
+    })
 }
 
 /// Writes each mapping's records up to the given number to its log file.
@@ -230,19 +276,21 @@ fn write_logs(captured: &[(Arc<Mapping>, u64)]) {
     }
 }
 
-/// Notes `captured` for the end of the thread's [`LogBatch`]; false when none is open.
-fn defer_write(captured: &[(Arc<Mapping>, u64)]) -> bool {
+/// Notes `captured` for the end of the thread's [`LogBatch`] (with `fsync`: to be fsynced
+/// before the batch's replies go); false when none is open.
+fn defer_write(captured: &[(Arc<Mapping>, u64)], fsync: bool) -> bool {
     UNWRITTEN.with(|u| {
         let mut u = u.borrow_mut();
-        if u.0 == 0 {
+        if u.depth == 0 {
             return false;
         }
         for (m, lsn) in captured {
-            match u.1.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
+            match u.captured.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
                 Some(entry) => entry.1 = entry.1.max(*lsn),
-                None => u.1.push((m.clone(), *lsn)),
+                None => u.captured.push((m.clone(), *lsn)),
             }
         }
+        u.fsync |= fsync;
         true
     })
 }
@@ -255,6 +303,10 @@ pub enum Refusal {
 
 pub struct Engine {
     settings: RwLock<EngineSettings>,
+    /// Copies of the settings every mapped write reads (`settings` holds them all): one
+    /// load each instead of a lock and a copy of the whole.
+    always: AtomicBool,
+    max_bytes: AtomicU64,
     mappings: RwLock<Vec<Arc<Mapping>>>,
     /// Whether any mapping exists (one load on the hot path).
     active: AtomicBool,
@@ -267,6 +319,8 @@ pub struct Engine {
 impl Engine {
     pub fn new(settings: EngineSettings) -> Arc<Engine> {
         Arc::new(Engine {
+            always: AtomicBool::new(settings.fsync == Fsync::Always),
+            max_bytes: AtomicU64::new(settings.max_bytes),
             settings: RwLock::new(settings),
             mappings: RwLock::new(Vec::new()),
             active: AtomicBool::new(false),
@@ -298,11 +352,13 @@ impl Engine {
 
     pub fn set_fsync(&self, f: Fsync) {
         self.settings.write().fsync = f;
+        self.always.store(f == Fsync::Always, Relaxed);
     }
     /// A smaller bound applies to the next writes: a log above it refuses (or holds) writes
     /// until the flusher has brought it below.
     pub fn set_max_bytes(&self, b: u64) {
         self.settings.write().max_bytes = b;
+        self.max_bytes.store(b, Relaxed);
         for m in self.mappings.read().iter() {
             m.log.set_segment_max(segment_size(b));
         }
@@ -459,11 +515,7 @@ impl Engine {
         if !self.active() {
             return None;
         }
-        self.mappings
-            .read()
-            .iter()
-            .find(|m| m.config.sql_table.is_none() && key.starts_with(m.config.prefix.as_bytes()))
-            .cloned()
+        mapping_of(&self.mappings.read(), key).cloned()
     }
 
     /// The mapping of cairn's SQL table `table` (lower-case), if any.
@@ -508,8 +560,20 @@ impl Engine {
     /// Admitted, says whether the key's mapping is write-through (the caller then notes the
     /// key's record with [`Engine::note_prev`]).
     pub fn admit(&self, key: &[u8]) -> Result<bool, Refusal> {
-        let Some(m) = self.mapped(key) else {
+        if !self.active() {
             return Ok(false);
+        }
+        // Room in the log (the usual case): decided under the mappings' read lock, with no
+        // copy of the mapping's handle or of the settings.
+        let m = {
+            let mappings = self.mappings.read();
+            let Some(m) = mapping_of(&mappings, key) else {
+                return Ok(false);
+            };
+            if m.log.bytes() < self.max_bytes.load(Relaxed) {
+                return Ok(m.through());
+            }
+            m.clone()
         };
         // The settings are read on every turn: CONFIG SET may change them while a write waits.
         loop {
@@ -548,7 +612,11 @@ impl Engine {
         value: &[u8],
         after: impl FnOnce() -> Option<(Vec<u8>, u64)>,
     ) {
-        let Some(m) = self.mapped(key) else {
+        if !self.active() {
+            return;
+        }
+        let mappings = self.mappings.read();
+        let Some(m) = mapping_of(&mappings, key) else {
             return;
         };
         if !m.through() {
@@ -556,7 +624,7 @@ impl Engine {
             if m.config.read_through {
                 m.reads.captured(key, lsn, op == OpKind::Delete);
             }
-            return self.captured(m, lsn);
+            return note_captured(m, lsn);
         }
         let now = after();
         let prev = PREV.with(|p| {
@@ -590,11 +658,7 @@ impl Engine {
         if m.config.read_through {
             m.reads.captured(key, lsn, op == OpKind::Delete);
         }
-        self.captured(m, lsn);
-    }
-
-    fn captured(&self, m: Arc<Mapping>, lsn: u64) {
-        note_captured(&m, lsn);
+        note_captured(m, lsn);
     }
 
     /// After a command ran on this thread: writes what it captured to the logs' files (a group
@@ -602,13 +666,25 @@ impl Engine {
     /// `None` when the reply may go now.
     pub fn commit(&self) -> Option<Wait> {
         PREV.with(|p| p.borrow_mut().clear());
+        let group = THROUGH.with(|t| t.borrow_mut().take());
+        let always = self.always.load(Relaxed);
+        if group.is_none() {
+            // Within a batch (the usual case): the records wait for the batch's end, and the
+            // thread's list keeps its room for the next command.
+            let deferred = CAPTURED.with(|c| {
+                let mut c = c.borrow_mut();
+                let deferred = c.is_empty() || defer_write(&c, always);
+                if deferred {
+                    c.clear();
+                }
+                deferred
+            });
+            if deferred {
+                return None;
+            }
+        }
         let captured = CAPTURED.with(|c| std::mem::take(&mut *c.borrow_mut()));
         if captured.is_empty() {
-            return None;
-        }
-        let group = THROUGH.with(|t| t.borrow_mut().take());
-        let always = self.settings.read().fsync == Fsync::Always;
-        if !always && group.is_none() && defer_write(&captured) {
             return None;
         }
         write_logs(&captured);
@@ -649,6 +725,13 @@ impl Engine {
     pub fn take_dead_letters(&self, name: &str, lsns: Option<&[u64]>) -> Option<Vec<DeadLetter>> {
         Some(self.get(name)?.dead.lock().take(lsns))
     }
+}
+
+/// The key mapping (not an `sql_table` one) whose prefix `key` has.
+fn mapping_of<'a>(mappings: &'a [Arc<Mapping>], key: &[u8]) -> Option<&'a Arc<Mapping>> {
+    mappings
+        .iter()
+        .find(|m| m.config.sql_table.is_none() && key.starts_with(m.config.prefix.as_bytes()))
 }
 
 fn note_captured(m: &Arc<Mapping>, lsn: u64) {
@@ -801,6 +884,7 @@ impl Mapping {
         out.push(stat("rows_written", self.stats.rows_written.load(Relaxed)));
         out.push(stat("batches", self.stats.batches.load(Relaxed)));
         out.push(stat("retries", self.stats.retries.load(Relaxed)));
+        out.push(stat("fsyncs", self.log.fsyncs()));
         out.push(stat("dead_letters", self.dead.lock().len() as u64));
         if self.config.read_through {
             let r = &self.reads.stats;
