@@ -40,10 +40,13 @@ impl Ord for Score {
 enum Form {
     /// Sorted by (score, member); every member is at most `PACKED_VALUE` bytes.
     Packed(Vec<(Score, Box<[u8]>)>),
-    Tree {
-        scores: HashMap<Box<[u8]>, f64, Hasher>,
-        order: BTreeSet<(Score, Box<[u8]>)>,
-    },
+    /// Boxed, so that every collection is not as large as this form's two tables.
+    Tree(Box<Tree>),
+}
+
+struct Tree {
+    scores: HashMap<Box<[u8]>, f64, Hasher>,
+    order: BTreeSet<(Score, Box<[u8]>)>,
 }
 
 /// A sorted set: members ordered by (score, member bytes).
@@ -105,7 +108,7 @@ impl ZSet {
     pub fn len(&self) -> usize {
         match &self.form {
             Form::Packed(v) => v.len(),
-            Form::Tree { scores, .. } => scores.len(),
+            Form::Tree(t) => t.scores.len(),
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -118,7 +121,7 @@ impl ZSet {
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.form {
             Form::Packed(v) => v.iter().find(|(_, m)| **m == *member).map(|(s, _)| s.0),
-            Form::Tree { scores, .. } => scores.get(member).copied(),
+            Form::Tree(t) => t.scores.get(member).copied(),
         }
     }
     /// Sets `member`'s score; returns the score it had.
@@ -148,9 +151,10 @@ impl ZSet {
             }
             self.unpack();
         }
-        let Form::Tree { scores, order } = &mut self.form else {
+        let Form::Tree(tree) = &mut self.form else {
             unreachable!("unpacked above")
         };
+        let Tree { scores, order } = &mut **tree;
         match scores.get_mut(member) {
             Some(old) => {
                 let previous = *old;
@@ -181,7 +185,7 @@ impl ZSet {
             scores.insert(m.clone(), s.0);
         }
         let order = packed.into_iter().collect();
-        self.form = Form::Tree { scores, order };
+        self.form = Form::Tree(Box::new(Tree { scores, order }));
     }
     /// Removes `member`; returns its score.
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
@@ -190,7 +194,8 @@ impl ZSet {
                 let at = v.iter().position(|(_, m)| **m == *member)?;
                 v.remove(at).0 .0
             }
-            Form::Tree { scores, order } => {
+            Form::Tree(tree) => {
+                let Tree { scores, order } = &mut **tree;
                 let score = scores.remove(member)?;
                 order.remove(&(Score(score), Box::<[u8]>::from(member)));
                 score
@@ -238,7 +243,7 @@ impl ZSet {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> {
         match &self.form {
             Form::Packed(v) => Either::Packed(v.iter().map(entry)),
-            Form::Tree { order, .. } => Either::Tree(order.iter().map(entry)),
+            Form::Tree(t) => Either::Tree(t.order.iter().map(entry)),
         }
     }
     /// Members from the first whose score is >= `min` on (O(log n) to the start).
@@ -248,7 +253,8 @@ impl ZSet {
                 let start = v.partition_point(|(s, _)| *s < Score(min));
                 Either::Packed(v[start..].iter().map(entry))
             }
-            Form::Tree { order, .. } => {
+            Form::Tree(t) => {
+                let order = &t.order;
                 let start = (Score(min), Box::<[u8]>::from(&[][..]));
                 Either::Tree(order.range(start..).map(entry))
             }
@@ -266,7 +272,8 @@ impl ZSet {
                 };
                 Either::Packed(v[..end].iter().rev().map(entry))
             }
-            Form::Tree { order, .. } => {
+            Form::Tree(t) => {
+                let order = &t.order;
                 let end = if max == f64::INFINITY {
                     Bound::Unbounded
                 } else {
@@ -280,7 +287,8 @@ impl ZSet {
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
         match &self.form {
             Form::Packed(v) => v.iter().position(|(_, m)| **m == *member),
-            Form::Tree { order, .. } => {
+            Form::Tree(t) => {
+                let order = &t.order;
                 let score = self.score(member)?;
                 Some(
                     order
@@ -295,8 +303,11 @@ impl ZSet {
             // A slot: the score (8) and the member's box (16).
             Form::Packed(v) => v.capacity() * 24 + self.heap,
             // Hash slot (16 + 8 + control) plus a tree entry (24 + node share); two copies.
-            Form::Tree { scores, order } => {
-                scores.capacity() * 33 + order.len() * 40 + 2 * self.heap
+            Form::Tree(t) => {
+                std::mem::size_of::<Tree>()
+                    + t.scores.capacity() * 33
+                    + t.order.len() * 40
+                    + 2 * self.heap
             }
         }
     }
