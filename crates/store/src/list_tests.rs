@@ -8,6 +8,17 @@ fn model_bytes(model: &VecDeque<Vec<u8>>) -> usize {
 }
 
 #[test]
+fn listpack_entries_are_sized_as_redis_encodes_them() {
+    assert_eq!(listpack_entry_bytes(b"7"), 2);
+    assert_eq!(listpack_entry_bytes(b"-1"), 3);
+    assert_eq!(listpack_entry_bytes(b"100000"), 5);
+    assert_eq!(listpack_entry_bytes(b"abc"), 5);
+    assert_eq!(listpack_entry_bytes(b"007"), 5, "not an integer's canonical text");
+    assert_eq!(listpack_entry_bytes(&[b'x'; 100]), 103);
+    assert_eq!(listpack_entry_bytes(&[b'x'; 200]), 204);
+}
+
+#[test]
 fn converts_past_the_limit_and_back_at_half() {
     let mut l = List::new();
     let value = [b'x'; 100];

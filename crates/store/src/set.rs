@@ -171,6 +171,40 @@ impl Set {
             Form::Ints(_) => unreachable!("converted above"),
         }
     }
+    /// Before adding `count` members, the first of them `first` (SADD): picks the form for
+    /// that many as Redis does, by the count alone: an empty set starts as integers if `first`
+    /// is one and they fit, else packed if they fit, else a hash set; a set in a small form
+    /// that `count` members would overflow becomes a hash set now.
+    pub fn expect(&mut self, count: usize, first: &[u8]) {
+        let empty = self.is_empty();
+        match &self.form {
+            _ if empty => {
+                self.form = if canonical_int(first).is_some() && count <= INTS_ENTRIES {
+                    Form::Ints(IntSet::default())
+                } else if count <= PACKED_ENTRIES {
+                    Form::Packed(Packed::default())
+                } else {
+                    Form::Table(Box::default())
+                }
+            }
+            Form::Ints(_) if count > INTS_ENTRIES => self.convert_to_table(),
+            Form::Packed(_) if count > PACKED_ENTRIES => self.convert_to_table(),
+            _ => {}
+        }
+    }
+    /// After SPOP took most of a hash set: the members left are put in a fresh set, built up
+    /// from the packed form (Redis's SPOP with a count near the size does this).
+    pub fn rebuild_small(&mut self) {
+        if let Form::Table(t) = &self.form {
+            let mut fresh = Set {
+                form: Form::Packed(Packed::default()),
+            };
+            t.members.iter().for_each(|m| {
+                fresh.insert(m);
+            });
+            *self = fresh;
+        }
+    }
     fn convert_to_packed(&mut self) {
         let mut p = Packed::default();
         self.iter().for_each(|m| p.push_back(&m));

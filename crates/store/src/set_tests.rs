@@ -87,3 +87,37 @@ proptest! {
         prop_assert_eq!(got, model);
     }
 }
+
+#[test]
+fn a_count_given_up_front_picks_the_form() {
+    let mut s = Set::new();
+    s.expect(3, b"7");
+    assert_eq!(s.encoding(), "intset");
+    let mut s = Set::new();
+    s.expect(3, b"x");
+    s.insert(b"x");
+    assert_eq!(s.encoding(), "listpack");
+    s.expect(129, b"y");
+    assert_eq!(s.encoding(), "hashtable", "129 members may come: a hash set now");
+    assert!(s.contains(b"x"));
+    let mut s = Set::new();
+    s.expect(513, b"1");
+    s.insert(b"1");
+    assert_eq!(s.encoding(), "hashtable");
+}
+
+#[test]
+fn a_hash_set_emptied_by_spop_is_rebuilt_small() {
+    let mut s = Set::new();
+    for i in 0..600 {
+        s.insert(i.to_string().as_bytes());
+    }
+    while s.len() > 3 {
+        s.take_index(0);
+    }
+    assert_eq!(s.encoding(), "hashtable");
+    s.rebuild_small();
+    // Built from the packed form, as Redis's new set is: integers do not make it an intset.
+    assert_eq!(s.encoding(), "listpack");
+    assert_eq!(s.len(), 3);
+}
