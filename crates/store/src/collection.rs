@@ -173,7 +173,8 @@ mod tests {
             assert!(s.remove(format!("member-{i}").as_bytes()));
         }
         let emptied = Collection::Set(s).memory();
-        assert!(emptied + 1000 * 16 <= full_memory, "{emptied} {full_memory}");
+        // The members' bytes went (the table's slots stay; see set's tests for the exact count).
+        assert!(emptied + 1000 * 8 < full_memory, "{emptied} {full_memory}");
     }
 
     #[test]

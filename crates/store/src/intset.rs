@@ -170,7 +170,15 @@ mod tests {
     fn only_canonical_text_is_an_integer() {
         assert_eq!(canonical_int(b"12"), Some(12));
         assert_eq!(canonical_int(b"-9223372036854775808"), Some(i64::MIN));
-        for text in [&b"012"[..], b"+1", b"-0", b"1 ", b"", b"99999999999999999999", b"1.0"] {
+        for text in [
+            &b"012"[..],
+            b"+1",
+            b"-0",
+            b"1 ",
+            b"",
+            b"99999999999999999999",
+            b"1.0",
+        ] {
             assert_eq!(canonical_int(text), None, "{text:?}");
         }
         assert_eq!(Decimal::of(0).as_bytes(), b"0");

@@ -13,7 +13,11 @@ fn listpack_entries_are_sized_as_redis_encodes_them() {
     assert_eq!(listpack_entry_bytes(b"-1"), 3);
     assert_eq!(listpack_entry_bytes(b"100000"), 5);
     assert_eq!(listpack_entry_bytes(b"abc"), 5);
-    assert_eq!(listpack_entry_bytes(b"007"), 5, "not an integer's canonical text");
+    assert_eq!(
+        listpack_entry_bytes(b"007"),
+        5,
+        "not an integer's canonical text"
+    );
     assert_eq!(listpack_entry_bytes(&[b'x'; 100]), 103);
     assert_eq!(listpack_entry_bytes(&[b'x'; 200]), 204);
 }

@@ -132,7 +132,10 @@ impl Set {
                 None => {
                     // Redis's check: the integers' text as long as the widest of them.
                     let widest = s.bounds().map_or(0, |(lo, hi)| {
-                        Decimal::of(lo).as_bytes().len().max(Decimal::of(hi).as_bytes().len())
+                        Decimal::of(lo)
+                            .as_bytes()
+                            .len()
+                            .max(Decimal::of(hi).as_bytes().len())
                     });
                     if s.len() < PACKED_ENTRIES
                         && member.len() <= PACKED_VALUE
@@ -268,9 +271,7 @@ impl Set {
             Form::Packed(p) => p.memory(),
             // A slot of the index (16-byte box + 8-byte hash) and of the hash table (8 +
             // control).
-            Form::Table(t) => {
-                std::mem::size_of::<Table>() + t.members.capacity() * 33 + t.heap
-            }
+            Form::Table(t) => std::mem::size_of::<Table>() + t.members.capacity() * 33 + t.heap,
         }
     }
 }

@@ -14,7 +14,11 @@ fn integers_then_strings_then_many() {
     assert!(!s.insert(b"7"));
     assert!(!s.contains(b"07"));
     assert!(s.insert(b"07"));
-    assert_eq!(s.encoding(), "hashtable", "201 members pass the packed limit");
+    assert_eq!(
+        s.encoding(),
+        "hashtable",
+        "201 members pass the packed limit"
+    );
 
     let mut s = Set::new();
     s.insert(b"-5");
@@ -89,6 +93,25 @@ proptest! {
 }
 
 #[test]
+fn a_hash_set_counts_its_members_bytes() {
+    let mut s = Set::new();
+    for i in 0..1000 {
+        s.insert(format!("member-{i}").as_bytes());
+    }
+    let Form::Table(t) = &s.form else {
+        panic!("1000 members make a hash set")
+    };
+    assert_eq!(t.heap, 10 * 8 + 990 * 16, "8 or 16 bytes a member");
+    for i in 0..1000 {
+        assert!(s.remove(format!("member-{i}").as_bytes()));
+    }
+    let Form::Table(t) = &s.form else {
+        panic!("a hash set stays one")
+    };
+    assert_eq!(t.heap, 0);
+}
+
+#[test]
 fn a_count_given_up_front_picks_the_form() {
     let mut s = Set::new();
     s.expect(3, b"7");
@@ -98,7 +121,11 @@ fn a_count_given_up_front_picks_the_form() {
     s.insert(b"x");
     assert_eq!(s.encoding(), "listpack");
     s.expect(129, b"y");
-    assert_eq!(s.encoding(), "hashtable", "129 members may come: a hash set now");
+    assert_eq!(
+        s.encoding(),
+        "hashtable",
+        "129 members may come: a hash set now"
+    );
     assert!(s.contains(b"x"));
     let mut s = Set::new();
     s.expect(513, b"1");

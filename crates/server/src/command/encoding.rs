@@ -35,7 +35,12 @@ pub fn encoding(item: &Item<'_>, limits: &EncodingLimits) -> &'static str {
         (Kind::Hash, _) => hash_encoding(item.value(), limits),
         (_, Some(Collection::Set(set))) => {
             let default = (d.set_intset_entries, d.set_entries, d.set_value);
-            if (limits.set_intset_entries, limits.set_entries, limits.set_value) == default {
+            if (
+                limits.set_intset_entries,
+                limits.set_entries,
+                limits.set_value,
+            ) == default
+            {
                 return set.encoding();
             }
             let n = set.len();
@@ -51,12 +56,13 @@ pub fn encoding(item: &Item<'_>, limits: &EncodingLimits) -> &'static str {
             }
         }
         (_, Some(Collection::ZSet(zset))) => {
-            let packed = if (limits.zset_entries, limits.zset_value) == (d.zset_entries, d.zset_value) {
-                zset.is_packed()
-            } else {
-                let members = zset.iter().map(|(m, _)| m.len());
-                packs(zset.len(), members, limits.zset_entries, limits.zset_value)
-            };
+            let packed =
+                if (limits.zset_entries, limits.zset_value) == (d.zset_entries, d.zset_value) {
+                    zset.is_packed()
+                } else {
+                    let members = zset.iter().map(|(m, _)| m.len());
+                    packs(zset.len(), members, limits.zset_entries, limits.zset_value)
+                };
             if packed {
                 "listpack"
             } else {
