@@ -17,7 +17,7 @@
 //!   (`VecDeque`): O(1) push and pop at both ends.
 
 pub use crate::list::{listpack_entry_bytes, List};
-pub use crate::set::{Member, Set};
+pub use crate::set::{Member, Set, SMALL_SET};
 pub use crate::zset::{Score, ZSet};
 
 /// What a collection record holds.

@@ -24,6 +24,9 @@ pub const PACKED_ENTRIES: usize = 128;
 /// Redis's `set-max-listpack-value` default.
 pub const PACKED_VALUE: usize = 64;
 
+/// The most members a set has in a small form (where a member's index is found by a scan).
+pub const SMALL_SET: usize = INTS_ENTRIES;
+
 /// The large form: insertion-ordered, so that a random index is O(1).
 #[derive(Default)]
 struct Table {

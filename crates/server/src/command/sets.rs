@@ -173,6 +173,13 @@ pub fn srandmember(ctx: &mut Ctx<'_, '_>) {
         match count {
             None if s.is_empty() => Vec::new(),
             None => vec![s.get_index(coll::random_below(s.len())).unwrap().to_vec()],
+            Some(n) if n < 0 && s.len() <= store::collection::SMALL_SET => {
+                // A small set's member at an index is a scan: list them once.
+                let members: Vec<_> = s.iter().collect();
+                (0..n.unsigned_abs())
+                    .map(|_| members[coll::random_below(members.len())].to_vec())
+                    .collect()
+            }
             Some(n) if n < 0 => (0..n.unsigned_abs())
                 .map(|_| s.get_index(coll::random_below(s.len())).unwrap().to_vec())
                 .collect(),
