@@ -3,15 +3,15 @@
 //! A collection lives out of line: the record (see `item`) holds a pointer to a boxed
 //! [`Collection`], and commands change it in place under the shard's exclusive lock, so that
 //! no write costs O(size of the collection) past a small size (a packed value, as hashes use,
-//! is rewritten whole on every change). Each structure keeps an estimate of the heap bytes it holds, which the
-//! shard charges to its `used` memory (so that collections count in `--maxmemory` and are
+//! is rewritten whole on every change). Each structure keeps an estimate of the heap bytes it
+//! holds, which the shard charges to its `used` memory (so that collections count in `--maxmemory` and are
 //! evicted like any record). [`encode`] and [`decode`] turn a collection into portable bytes
 //! and back (snapshots, COPY, the change backlog).
 //!
 //! Each kind has a small form and a large one, converted at Redis's default limits:
 //! - a set (module `set`) is a sorted integer array or one packed buffer (`packed`) while
 //!   small, else an insertion-ordered hash set (`IndexSet`): O(1) add, remove and random member;
-//! - a sorted set (module `zset`) is one sorted vector while small, else a hash map
+//! - a sorted set (module `zset`) is one packed buffer in order while small, else a hash map
 //!   member -> score beside an ordered tree of (score, member);
 //! - a list (module `list`) is one packed buffer while small, else a ring buffer
 //!   (`VecDeque`): O(1) push and pop at both ends.
