@@ -124,3 +124,63 @@ def test_thresholds_follow_config_set(r, limits):
     packed_set = "hashtable" if TARGET == "redis" else "listpack"
     assert (enc(r, "h2"), enc(r, "z2"), enc(r, "s2")) == ("hashtable", "skiplist", packed_set)
     assert r.config_get("hash-max-listpack-entries") == {"hash-max-listpack-entries": "2"}
+
+
+def test_sets_and_sorted_sets_stay_large_after_shrinking(r):
+    # Redis converts these one way: a set or sorted set that grew past a limit keeps its
+    # large encoding when it shrinks again.
+    r.sadd("ints", *range(513))
+    assert enc(r, "ints") == "hashtable"
+    r.srem("ints", *range(3, 513))
+    assert enc(r, "ints") == "hashtable"
+    r.zadd("z", {f"m{i}": i for i in range(129)})
+    assert enc(r, "z") == "skiplist"
+    r.zremrangebyrank("z", 3, -1)
+    assert (r.zcard("z"), enc(r, "z")) == (3, "skiplist")
+    r.zadd("long", {"x" * 65: 1, "a": 2})
+    r.zrem("long", "x" * 65)
+    assert enc(r, "long") == "skiplist"
+
+
+@pytest.mark.cairn_only  # packed sets are Redis 7.2; the local redis-server is 7.0
+def test_set_encodings_after_shrinking_and_by_count(r):
+    r.sadd("s", 1, 2, 3, "x")
+    assert enc(r, "s") == "listpack"
+    r.srem("s", "x")  # no way back to intset in Redis 7.4
+    assert enc(r, "s") == "listpack"
+    # SADD picks the form by how many members it was given, duplicates included.
+    r.sadd("dups", *["a"] * 129)
+    assert (r.scard("dups"), enc(r, "dups")) == (1, "hashtable")
+    r.sadd("intdups", *[7] * 513)
+    assert enc(r, "intdups") == "hashtable"
+    # SPOP of most of a hash set leaves the rest in a new set, built up from a listpack.
+    r.sadd("big", *[f"m{i}" for i in range(200)])
+    assert len(r.spop("big", 197)) == 197
+    assert (r.scard("big"), enc(r, "big")) == (3, "listpack")
+    r.sadd("big2", *[f"m{i}" for i in range(200)])
+    r.spop("big2", 150)  # 50 left: 5 * 50 > 150, popped one by one, still a hashtable
+    assert enc(r, "big2") == "hashtable"
+
+
+@pytest.mark.cairn_only  # packed lists are Redis 7.2; the local redis-server is 7.0
+def test_list_goes_back_to_listpack_at_half_its_limit(r):
+    # 100-byte elements take 103 bytes of listpack each (7 of header): the 80th push passes
+    # 8 KiB (the bytes so far plus its raw 100).
+    r.rpush("l", *["x" * 100] * 79)
+    assert enc(r, "l") == "listpack"
+    r.rpush("l", "x" * 100)
+    assert enc(r, "l") == "quicklist"
+    # Back only at half the limit (4096 bytes: 39 elements), never on every write.
+    r.ltrim("l", 0, 39)
+    assert enc(r, "l") == "quicklist"
+    r.rpop("l")
+    assert (r.llen("l"), enc(r, "l")) == (39, "listpack")
+
+    r.rpush("big", "x" * 5000, "y" * 5000)
+    assert enc(r, "big") == "quicklist"
+    r.rpop("big")
+    assert enc(r, "big") == "quicklist"  # 5011 bytes: over half the limit
+    r.lset("big", 0, "small")
+    assert enc(r, "big") == "listpack"
+    r.lrem("big", 0, "small")
+    assert r.exists("big") == 0

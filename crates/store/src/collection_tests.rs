@@ -29,7 +29,7 @@ fn members(store: &Store, key: &[u8]) -> Option<Vec<Vec<u8>>> {
         let Some(Collection::Set(s)) = item?.collection() else {
             return None;
         };
-        let mut m: Vec<Vec<u8>> = s.iter().map(<[u8]>::to_vec).collect();
+        let mut m: Vec<Vec<u8>> = s.iter().map(|m| m.to_vec()).collect();
         m.sort();
         Some(m)
     })

@@ -1,10 +1,10 @@
 //! Sorted sets: members ordered by (score, member bytes), in one of two forms.
 //!
 //! A small set (at most [`PACKED_ENTRIES`] members of at most [`PACKED_VALUE`] bytes each) is
-//! one vector of (score, member) kept sorted: each member is stored once, lookups by member
-//! scan it and lookups by score or rank search it, which at this size costs less than the
-//! hashing and tree walks of the large form and a fraction of its memory (Redis's listpack
-//! plays the same part). Past either limit the set converts, once and for good, to a hash map
+//! one packed buffer (`packed`) of entries sorted by (score, member), each its score's 8 bytes
+//! then the member: lookups scan it, which at this size costs less than the hashing and tree
+//! walks of the large form and a fraction of its memory (Redis's listpack plays the same
+//! part). Past either limit the set converts, once and for good, to a hash map
 //! member -> score beside an ordered tree of (score, member). Both forms behave identically;
 //! only their cost differs.
 
@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 
 use crate::collection::element_cost;
+use crate::packed::Packed;
 
 type Hasher = ahash::RandomState;
 
@@ -38,12 +39,16 @@ impl Ord for Score {
 }
 
 enum Form {
-    /// Sorted by (score, member); every member is at most `PACKED_VALUE` bytes.
-    Packed(Vec<(Score, Box<[u8]>)>),
-    Tree {
-        scores: HashMap<Box<[u8]>, f64, Hasher>,
-        order: BTreeSet<(Score, Box<[u8]>)>,
-    },
+    /// Entries (score's 8 bytes, then the member) sorted by (score, member); every member is
+    /// at most `PACKED_VALUE` bytes.
+    Packed(Packed),
+    /// Boxed, so that every collection is not as large as this form's two tables.
+    Tree(Box<Tree>),
+}
+
+struct Tree {
+    scores: HashMap<Box<[u8]>, f64, Hasher>,
+    order: BTreeSet<(Score, Box<[u8]>)>,
 }
 
 /// A sorted set: members ordered by (score, member bytes).
@@ -56,7 +61,7 @@ pub struct ZSet {
 impl Default for ZSet {
     fn default() -> ZSet {
         ZSet {
-            form: Form::Packed(Vec::new()),
+            form: Form::Packed(Packed::default()),
             heap: 0,
         }
     }
@@ -93,9 +98,37 @@ fn entry((s, m): &(Score, Box<[u8]>)) -> (&[u8], f64) {
     (m, s.0)
 }
 
-/// Where (score, member) goes in a packed vector.
-fn packed_slot(v: &[(Score, Box<[u8]>)], score: Score, member: &[u8]) -> usize {
-    v.partition_point(|(s, m)| (*s, &**m) < (score, member))
+/// A packed entry as (member, score).
+fn unpack_entry(e: &[u8]) -> (&[u8], f64) {
+    let (score, member) = e.split_at(8);
+    (
+        member,
+        f64::from_le_bytes(score.try_into().expect("8 bytes")),
+    )
+}
+
+fn pack_entry(score: f64, member: &[u8]) -> Vec<u8> {
+    let mut e = Vec::with_capacity(8 + member.len());
+    e.extend_from_slice(&score.to_le_bytes());
+    e.extend_from_slice(member);
+    e
+}
+
+/// Where (score, member) goes in a packed set.
+fn packed_slot(p: &Packed, score: Score, member: &[u8]) -> usize {
+    p.iter()
+        .map(unpack_entry)
+        .take_while(|&(m, s)| (Score(s), m) < (score, member))
+        .count()
+}
+
+/// The index and score of `member` in a packed set.
+fn packed_find(p: &Packed, member: &[u8]) -> Option<(usize, f64)> {
+    p.iter()
+        .map(unpack_entry)
+        .enumerate()
+        .find(|(_, (m, _))| *m == member)
+        .map(|(i, (_, s))| (i, s))
 }
 
 impl ZSet {
@@ -105,7 +138,7 @@ impl ZSet {
     pub fn len(&self) -> usize {
         match &self.form {
             Form::Packed(v) => v.len(),
-            Form::Tree { scores, .. } => scores.len(),
+            Form::Tree(t) => t.scores.len(),
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -117,40 +150,35 @@ impl ZSet {
     }
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.form {
-            Form::Packed(v) => v.iter().find(|(_, m)| **m == *member).map(|(s, _)| s.0),
-            Form::Tree { scores, .. } => scores.get(member).copied(),
+            Form::Packed(p) => packed_find(p, member).map(|(_, s)| s),
+            Form::Tree(t) => t.scores.get(member).copied(),
         }
     }
     /// Sets `member`'s score; returns the score it had.
     pub fn insert(&mut self, member: &[u8], score: f64) -> Option<f64> {
         debug_assert!(!score.is_nan());
         let score = if score == 0.0 { 0.0 } else { score };
-        if let Form::Packed(v) = &mut self.form {
-            if let Some(at) = v.iter().position(|(_, m)| **m == *member) {
-                let previous = v[at].0 .0;
+        if let Form::Packed(p) = &mut self.form {
+            if let Some((at, previous)) = packed_find(p, member) {
                 if previous != score {
-                    let (_, kept) = v.remove(at);
-                    let slot = packed_slot(v, Score(score), member);
-                    v.insert(slot, (Score(score), kept));
+                    p.remove(at);
+                    let slot = packed_slot(p, Score(score), member);
+                    p.insert(slot, &pack_entry(score, member));
                 }
                 return Some(previous);
             }
-            if v.len() < PACKED_ENTRIES && member.len() <= PACKED_VALUE {
+            if p.len() < PACKED_ENTRIES && member.len() <= PACKED_VALUE {
                 self.heap += element_cost(member.len());
-                if v.len() == v.capacity() {
-                    // Grow by a quarter, not double: the small form is there to save memory,
-                    // and an insert moves up to PACKED_ENTRIES slots anyway.
-                    v.reserve_exact((v.len() / 4).max(1));
-                }
-                let slot = packed_slot(v, Score(score), member);
-                v.insert(slot, (Score(score), member.into()));
+                let slot = packed_slot(p, Score(score), member);
+                p.insert(slot, &pack_entry(score, member));
                 return None;
             }
             self.unpack();
         }
-        let Form::Tree { scores, order } = &mut self.form else {
+        let Form::Tree(tree) = &mut self.form else {
             unreachable!("unpacked above")
         };
+        let Tree { scores, order } = &mut **tree;
         match scores.get_mut(member) {
             Some(old) => {
                 let previous = *old;
@@ -172,25 +200,27 @@ impl ZSet {
     }
     /// Converts the packed form to the tree form (past a limit; never back, as Redis).
     fn unpack(&mut self) {
-        let Form::Packed(v) = &mut self.form else {
+        let Form::Packed(p) = &mut self.form else {
             return;
         };
-        let packed = std::mem::take(v);
-        let mut scores = HashMap::with_capacity_and_hasher(packed.len() + 1, Hasher::default());
-        for (s, m) in &packed {
-            scores.insert(m.clone(), s.0);
+        let mut scores = HashMap::with_capacity_and_hasher(p.len() + 1, Hasher::default());
+        let mut order = BTreeSet::new();
+        for (m, s) in p.iter().map(unpack_entry) {
+            scores.insert(Box::from(m), s);
+            order.insert((Score(s), Box::from(m)));
         }
-        let order = packed.into_iter().collect();
-        self.form = Form::Tree { scores, order };
+        self.form = Form::Tree(Box::new(Tree { scores, order }));
     }
     /// Removes `member`; returns its score.
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let score = match &mut self.form {
-            Form::Packed(v) => {
-                let at = v.iter().position(|(_, m)| **m == *member)?;
-                v.remove(at).0 .0
+            Form::Packed(p) => {
+                let (at, score) = packed_find(p, member)?;
+                p.remove(at);
+                score
             }
-            Form::Tree { scores, order } => {
+            Form::Tree(tree) => {
+                let Tree { scores, order } = &mut **tree;
                 let score = scores.remove(member)?;
                 order.remove(&(Score(score), Box::<[u8]>::from(member)));
                 score
@@ -202,18 +232,17 @@ impl ZSet {
     /// Removes up to `count` members from the highest scores down (`max`) or the lowest up;
     /// returns them with their scores in that order (ZPOPMIN/MAX, BZPOP*, ZMPOP).
     pub fn pop_ends(&mut self, max: bool, count: usize) -> Vec<(Vec<u8>, f64)> {
-        if let Form::Packed(v) = &mut self.form {
-            let count = count.min(v.len());
-            let taken: Vec<(Score, Box<[u8]>)> = if max {
-                v.drain(v.len() - count..).rev().collect()
-            } else {
-                v.drain(..count).collect()
-            };
+        if let Form::Packed(p) = &mut self.form {
+            let count = count.min(p.len());
+            let taken: Vec<Box<[u8]>> = (0..count)
+                .filter_map(|_| if max { p.pop_back() } else { p.pop_front() })
+                .collect();
             return taken
-                .into_iter()
-                .map(|(s, m)| {
+                .iter()
+                .map(|e| {
+                    let (m, s) = unpack_entry(e);
                     self.heap -= element_cost(m.len());
-                    (m.into_vec(), s.0)
+                    (m.to_vec(), s)
                 })
                 .collect();
         }
@@ -237,18 +266,20 @@ impl ZSet {
     /// Members in order (lowest score first), with their scores.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> {
         match &self.form {
-            Form::Packed(v) => Either::Packed(v.iter().map(entry)),
-            Form::Tree { order, .. } => Either::Tree(order.iter().map(entry)),
+            Form::Packed(p) => Either::Packed(p.iter().map(unpack_entry)),
+            Form::Tree(t) => Either::Tree(t.order.iter().map(entry)),
         }
     }
     /// Members from the first whose score is >= `min` on (O(log n) to the start).
     pub fn from_score(&self, min: f64) -> impl Iterator<Item = (&[u8], f64)> {
         match &self.form {
-            Form::Packed(v) => {
-                let start = v.partition_point(|(s, _)| *s < Score(min));
-                Either::Packed(v[start..].iter().map(entry))
-            }
-            Form::Tree { order, .. } => {
+            Form::Packed(p) => Either::Packed(
+                p.iter()
+                    .map(unpack_entry)
+                    .skip_while(move |&(_, s)| Score(s) < Score(min)),
+            ),
+            Form::Tree(t) => {
+                let order = &t.order;
                 let start = (Score(min), Box::<[u8]>::from(&[][..]));
                 Either::Tree(order.range(start..).map(entry))
             }
@@ -258,15 +289,14 @@ impl ZSet {
     pub fn down_from_score(&self, max: f64) -> impl Iterator<Item = (&[u8], f64)> {
         // Everything below (the next score up, no member): every member scored <= max.
         match &self.form {
-            Form::Packed(v) => {
-                let end = if max == f64::INFINITY {
-                    v.len()
-                } else {
-                    v.partition_point(|(s, _)| *s < Score(max.next_up()))
-                };
-                Either::Packed(v[..end].iter().rev().map(entry))
-            }
-            Form::Tree { order, .. } => {
+            Form::Packed(p) => Either::Packed(
+                p.iter()
+                    .rev()
+                    .map(unpack_entry)
+                    .skip_while(move |&(_, s)| s > max),
+            ),
+            Form::Tree(t) => {
+                let order = &t.order;
                 let end = if max == f64::INFINITY {
                     Bound::Unbounded
                 } else {
@@ -279,8 +309,9 @@ impl ZSet {
     /// The 0-based position of `member` in score order.
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
         match &self.form {
-            Form::Packed(v) => v.iter().position(|(_, m)| **m == *member),
-            Form::Tree { order, .. } => {
+            Form::Packed(p) => packed_find(p, member).map(|(at, _)| at),
+            Form::Tree(t) => {
+                let order = &t.order;
                 let score = self.score(member)?;
                 Some(
                     order
@@ -292,11 +323,14 @@ impl ZSet {
     }
     pub(crate) fn memory(&self) -> usize {
         match &self.form {
-            // A slot: the score (8) and the member's box (16).
-            Form::Packed(v) => v.capacity() * 24 + self.heap,
+            // One buffer: the members and their scores, with a few bytes of length each.
+            Form::Packed(p) => p.memory(),
             // Hash slot (16 + 8 + control) plus a tree entry (24 + node share); two copies.
-            Form::Tree { scores, order } => {
-                scores.capacity() * 33 + order.len() * 40 + 2 * self.heap
+            Form::Tree(t) => {
+                std::mem::size_of::<Tree>()
+                    + t.scores.capacity() * 33
+                    + t.order.len() * 40
+                    + 2 * self.heap
             }
         }
     }

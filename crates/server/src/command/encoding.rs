@@ -1,12 +1,14 @@
-//! The encoding Redis 7.4 would give a record (OBJECT ENCODING): cairn holds every collection
-//! one way, but clients and tools read this answer to learn whether a key is "small", so it
-//! follows Redis's thresholds (`hash-max-listpack-entries` and the rest, `EncodingLimits`).
+//! The encoding Redis 7.4 would give a record (OBJECT ENCODING): clients and tools read this
+//! answer to learn whether a key is "small", so it follows Redis's thresholds
+//! (`hash-max-listpack-entries` and the rest, `EncodingLimits`).
 //!
-//! The answer is worked out from what the record holds now. Redis converts one way as a
-//! collection grows (a set that became a `hashtable` stays one after shrinking; only a list
-//! goes back to `listpack`, at half its limit), so after a shrink cairn can name the smaller
-//! encoding where Redis keeps the larger.
+//! Sets, sorted sets and lists change form in the store at Redis's default limits and at the
+//! moments Redis converts (one way as they grow; a list back to `listpack` at half its limit),
+//! so while a type's limits are the defaults the answer is the form the store holds, history
+//! included. With other limits (the store does not see settings) and for hashes, the answer
+//! is worked out from what the record holds now, as if it had been built at its present size.
 
+use store::collection::listpack_entry_bytes;
 use store::{hash, Collection, Item, Kind};
 
 use super::parse_i64;
@@ -18,6 +20,7 @@ const EMBSTR_LIMIT: usize = 44;
 const LIST_SAFETY_BYTES: usize = 8192;
 
 pub fn encoding(item: &Item<'_>, limits: &EncodingLimits) -> &'static str {
+    let d = EncodingLimits::default();
     match (item.kind(), item.collection()) {
         (Kind::String, _) => {
             let value = item.value();
@@ -31,27 +34,48 @@ pub fn encoding(item: &Item<'_>, limits: &EncodingLimits) -> &'static str {
         }
         (Kind::Hash, _) => hash_encoding(item.value(), limits),
         (_, Some(Collection::Set(set))) => {
+            let default = (d.set_intset_entries, d.set_entries, d.set_value);
+            if (
+                limits.set_intset_entries,
+                limits.set_entries,
+                limits.set_value,
+            ) == default
+            {
+                return set.encoding();
+            }
             let n = set.len();
-            let ints =
-                n as i64 <= limits.set_intset_entries && set.iter().all(|m| parse_i64(m).is_some());
+            let ints = n as i64 <= limits.set_intset_entries
+                && set.iter().all(|m| parse_i64(&m).is_some());
+            let lengths = set.iter().map(|m| m.len());
             if ints {
                 "intset"
-            } else if packs(n, set.iter(), limits.set_entries, limits.set_value) {
+            } else if packs(n, lengths, limits.set_entries, limits.set_value) {
                 "listpack"
             } else {
                 "hashtable"
             }
         }
         (_, Some(Collection::ZSet(zset))) => {
-            let members = zset.iter().map(|(m, _)| m);
-            if packs(zset.len(), members, limits.zset_entries, limits.zset_value) {
+            let packed =
+                if (limits.zset_entries, limits.zset_value) == (d.zset_entries, d.zset_value) {
+                    zset.is_packed()
+                } else {
+                    let members = zset.iter().map(|(m, _)| m.len());
+                    packs(zset.len(), members, limits.zset_entries, limits.zset_value)
+                };
+            if packed {
                 "listpack"
             } else {
                 "skiplist"
             }
         }
         (_, Some(Collection::List(list))) => {
-            if list_packs(list.len(), list.iter(), limits.list_size) {
+            let packed = if limits.list_size == d.list_size {
+                list.is_packed()
+            } else {
+                list_packs(list.len(), list.iter(), limits.list_size)
+            };
+            if packed {
                 "listpack"
             } else {
                 "quicklist"
@@ -64,15 +88,16 @@ pub fn encoding(item: &Item<'_>, limits: &EncodingLimits) -> &'static str {
     }
 }
 
-/// Whether `n` elements fit Redis's packed form: at most `max_entries` of them, none longer
-/// than `max_len` bytes (the elements are only read when the count fits).
-fn packs<'a>(
+/// Whether `n` elements (of the lengths `lengths`) fit Redis's packed form: at most
+/// `max_entries` of them, none longer than `max_len` bytes (the elements are only read when
+/// the count fits).
+fn packs(
     n: usize,
-    mut elements: impl Iterator<Item = &'a [u8]>,
+    mut lengths: impl Iterator<Item = usize>,
     max_entries: i64,
     max_len: i64,
 ) -> bool {
-    n as i64 <= max_entries && elements.all(|e| e.len() as i64 <= max_len)
+    n as i64 <= max_entries && lengths.all(|len| len as i64 <= max_len)
 }
 
 /// A hash: `listpack` (`listpackex` when a field has a deadline) while small, else
@@ -116,43 +141,9 @@ fn list_packs<'a>(n: usize, elements: impl Iterator<Item = &'a [u8]>, fill: i64)
     true
 }
 
-/// Bytes one element takes in a Redis listpack: its encoding (an integer packed small, a
-/// string with a 1, 2 or 5 byte header) and the back-length of that.
-fn listpack_entry_bytes(e: &[u8]) -> usize {
-    let encoded = match parse_i64(e) {
-        Some(v) if (0..=127).contains(&v) => 1,
-        Some(v) if (-4096..4096).contains(&v) => 2,
-        Some(v) if (-32768..32768).contains(&v) => 3,
-        Some(v) if (-(1 << 23)..(1 << 23)).contains(&v) => 4,
-        Some(v) if (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&v) => 5,
-        Some(_) => 9,
-        None if e.len() < 64 => 1 + e.len(),
-        None if e.len() < 4096 => 2 + e.len(),
-        None => 5 + e.len(),
-    };
-    let back = match encoded {
-        0..=127 => 1,
-        128..=16383 => 2,
-        16384..=2097151 => 3,
-        2097152..=268435455 => 4,
-        _ => 5,
-    };
-    encoded + back
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn listpack_entries_are_sized_as_redis_encodes_them() {
-        assert_eq!(listpack_entry_bytes(b"7"), 2);
-        assert_eq!(listpack_entry_bytes(b"-1"), 3);
-        assert_eq!(listpack_entry_bytes(b"100000"), 5);
-        assert_eq!(listpack_entry_bytes(b"abc"), 5);
-        assert_eq!(listpack_entry_bytes(&[b'x'; 100]), 103);
-        assert_eq!(listpack_entry_bytes(&[b'x'; 200]), 204);
-    }
 
     #[test]
     fn a_list_packs_up_to_its_node_limit() {
@@ -167,9 +158,9 @@ mod tests {
 
     #[test]
     fn packed_collections_respect_count_and_length() {
-        let members: Vec<&[u8]> = vec![b"a", b"bb"];
-        assert!(packs(2, members.iter().copied(), 128, 64));
-        assert!(!packs(2, members.iter().copied(), 1, 64));
-        assert!(!packs(2, members.iter().copied(), 128, 1));
+        let lengths = [1, 2];
+        assert!(packs(2, lengths.into_iter(), 128, 64));
+        assert!(!packs(2, lengths.into_iter(), 1, 64));
+        assert!(!packs(2, lengths.into_iter(), 128, 1));
     }
 }

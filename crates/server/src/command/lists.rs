@@ -38,12 +38,8 @@ fn push(ctx: &mut Ctx<'_, '_>, end: End, create: bool) {
     let args = ctx.args;
     let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, create, |c| {
         let l = as_list_mut(c);
-        for v in args.tail(2) {
-            match end {
-                End::Left => l.push_front(v),
-                End::Right => l.push_back(v),
-            }
-        }
+        let values: Vec<&[u8]> = args.tail(2).collect();
+        l.push_all(end == End::Left, &values);
         (l.len() as i64, true)
     });
     match result {

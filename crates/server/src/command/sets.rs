@@ -34,6 +34,7 @@ pub fn sadd(ctx: &mut Ctx<'_, '_>) {
     let args = ctx.args;
     let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::Set, true, |c| {
         let s = as_set_mut(c);
+        s.expect(args.len().saturating_sub(2), args.get(2));
         let added = args.tail(2).filter(|m| s.insert(m)).count();
         (added as i64, added > 0)
     });
@@ -64,7 +65,7 @@ pub fn smembers(ctx: &mut Ctx<'_, '_>) {
             return resp::reply::set_len(out, 0, v);
         };
         resp::reply::set_len(out, s.len(), v);
-        s.iter().for_each(|m| resp::reply::bulk(out, m));
+        s.iter().for_each(|m| resp::reply::bulk(out, &m));
     });
     if let Err(f) = result {
         f.reply(ctx)
@@ -134,6 +135,11 @@ pub fn spop(ctx: &mut Ctx<'_, '_>) {
         let popped: Vec<Box<[u8]>> = (0..n)
             .filter_map(|_| s.take_index(coll::random_below(s.len())))
             .collect();
+        // Redis keeps the few members left in a new set (its SPOP "case 3"), so a hash set
+        // emptied this way is small again, as OBJECT ENCODING shows.
+        if count.is_some() && !s.is_empty() && s.len() * 5 <= n {
+            s.rebuild_small();
+        }
         let changed = !popped.is_empty();
         (popped, changed)
     });
@@ -167,10 +173,17 @@ pub fn srandmember(ctx: &mut Ctx<'_, '_>) {
         match count {
             None if s.is_empty() => Vec::new(),
             None => vec![s.get_index(coll::random_below(s.len())).unwrap().to_vec()],
+            Some(n) if n < 0 && s.len() <= store::collection::SMALL_SET => {
+                // A small set's member at an index is a scan: list them once.
+                let members: Vec<_> = s.iter().collect();
+                (0..n.unsigned_abs())
+                    .map(|_| members[coll::random_below(members.len())].to_vec())
+                    .collect()
+            }
             Some(n) if n < 0 => (0..n.unsigned_abs())
                 .map(|_| s.get_index(coll::random_below(s.len())).unwrap().to_vec())
                 .collect(),
-            Some(n) if n as usize >= s.len() => s.iter().map(<[u8]>::to_vec).collect(),
+            Some(n) if n as usize >= s.len() => s.iter().map(|m| m.to_vec()).collect(),
             Some(n) => {
                 // Distinct members: a partial shuffle of the indexes.
                 let mut picked = HashSet::new();
@@ -208,7 +221,7 @@ pub fn sscan(ctx: &mut Ctx<'_, '_>) {
         };
         s.iter()
             .filter(|m| pattern.as_deref().is_none_or(|p| glob::matches(p, m)))
-            .map(<[u8]>::to_vec)
+            .map(|m| m.to_vec())
             .collect()
     });
     match result {
@@ -260,7 +273,7 @@ fn load(ctx: &mut Ctx<'_, '_>, keys: &[&[u8]]) -> Result<Vec<Option<Vec<Vec<u8>>
     keys.iter()
         .map(|key| {
             coll::read(&mut ctx.db, key, Kind::Set, |c| {
-                c.map(|c| as_set(c).iter().map(<[u8]>::to_vec).collect())
+                c.map(|c| as_set(c).iter().map(|m| m.to_vec()).collect())
             })
         })
         .collect()
