@@ -18,6 +18,8 @@ mod collection_tests;
 mod evict;
 pub mod glob;
 pub mod hash;
+#[cfg(test)]
+mod holds_tests;
 mod item;
 mod moves;
 mod scan;
