@@ -186,6 +186,13 @@ impl Persistence {
         let spawned = std::thread::Builder::new()
             .name("cairn-bgsave".into())
             .spawn(move || {
+                // Batch work: at nice 10 the event loops keep the core they need (issue 19,
+                // BGSAVE under load; as the SQL engine's threads, sql/src/pace.rs).
+                #[cfg(target_os = "linux")]
+                // SAFETY: PRIO_PROCESS with who = 0 changes only this thread on Linux.
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+                }
                 let started = std::time::Instant::now();
                 let changes = this.store.change_count();
                 let result = save::write_snapshot(&this, &target, delay_us);
