@@ -10,8 +10,8 @@ use parking_lot::Mutex;
 
 use crate::changes::Listener;
 use crate::{
-    now_ms, Author, Change, ChangeKind, ChangeTap, Kind, Op, Predicate, Query, Store,
-    StoreConfig, Tag, TagWrite,
+    now_ms, Author, Change, ChangeKind, ChangeTap, Kind, Op, Predicate, Query, Store, StoreConfig,
+    Tag, TagWrite,
 };
 
 /// Keeps every change it is told of as (log, seq, key, expired?), and the size of each call.
@@ -108,11 +108,22 @@ fn a_large_group_delete_goes_in_chunks_and_misses_nothing() {
     const STILL: u32 = 2;
     let n = 40 * crate::tags::CHUNK + 7;
     for i in 0..n {
-        let tags = [Tag { ty: PAGE, value: 1 }, Tag { ty: STILL, value: 1 }];
+        let tags = [
+            Tag { ty: PAGE, value: 1 },
+            Tag {
+                ty: STILL,
+                value: 1,
+            },
+        ];
         put(&s, format!("g{i}").as_bytes(), &tags, None);
     }
     // One already past its deadline: removed too, as an expiry, and not counted.
-    put(&s, b"late", &[Tag { ty: PAGE, value: 1 }], Some(now_ms() - 1));
+    put(
+        &s,
+        b"late",
+        &[Tag { ty: PAGE, value: 1 }],
+        Some(now_ms() - 1),
+    );
     put(&s, b"other", &[Tag { ty: PAGE, value: 2 }], None);
     tap.seen.lock().clear();
     tap.calls.lock().clear();
@@ -125,7 +136,12 @@ fn a_large_group_delete_goes_in_chunks_and_misses_nothing() {
         std::thread::spawn(move || {
             let mut i = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                put(&s, format!("w{}", i % 64).as_bytes(), &[Tag { ty: PAGE, value: 1 }], None);
+                put(
+                    &s,
+                    format!("w{}", i % 64).as_bytes(),
+                    &[Tag { ty: PAGE, value: 1 }],
+                    None,
+                );
                 i += 1;
             }
         })
