@@ -14,10 +14,13 @@ use crate::{
     Tag, TagWrite,
 };
 
-/// Keeps every change it is told of as (log, seq, key, expired?), and the size of each call.
+/// One change as the tap heard it: (log, seq, key, whether it was an expiry).
+type Heard = (usize, u64, Vec<u8>, bool);
+
+/// Keeps every change it is told of, and the size of each call.
 #[derive(Default)]
 struct Tap {
-    seen: Mutex<Vec<(usize, u64, Vec<u8>, bool)>>,
+    seen: Mutex<Vec<Heard>>,
     calls: Mutex<Vec<usize>>,
 }
 
@@ -60,7 +63,7 @@ fn put(s: &Store, key: &[u8], tags: &[Tag], deadline: Option<u64>) {
 }
 
 /// Each log's changes came in increasing sequence order, without gaps.
-fn in_order(seen: &[(usize, u64, Vec<u8>, bool)]) {
+fn in_order(seen: &[Heard]) {
     let mut last: HashMap<usize, u64> = HashMap::new();
     for &(log, seq, ..) in seen {
         if let Some(&prev) = last.get(&log) {
