@@ -36,7 +36,7 @@ def test_mass_expiry_removes_counts_and_invalidates_every_key(server, r, conns):
     before = r.info("stats")["expired_keys"]
     p = r.pipeline(transaction=False)
     for i in range(n):
-        p.set(f"mx:{i}", "v", px=300)
+        p.set(f"mx:{i}", "v", px=3000)
     p.set("stays", "v")
     p.execute()
     # The tracked client reads every key, so each one's expiry must reach it.
@@ -45,7 +45,7 @@ def test_mass_expiry_removes_counts_and_invalidates_every_key(server, r, conns):
                         for k in (f"mx:{i}".encode() for i in range(lo, lo + 1000))))
         for _ in range(1000):
             t.read_resp()
-    wait_until(lambda: r.dbsize() == 1, timeout=5, interval=0.05, msg="active expiry of every key")
+    wait_until(lambda: r.dbsize() == 1, timeout=10, interval=0.05, msg="active expiry of every key")
     assert r.info("stats")["expired_keys"] - before == n
     got = keys_told(t, n)
     assert sorted(got) == sorted(f"mx:{i}".encode() for i in range(n))

@@ -186,13 +186,10 @@ impl Persistence {
         let spawned = std::thread::Builder::new()
             .name("cairn-bgsave".into())
             .spawn(move || {
-                // Batch work: at nice 10 the event loops keep the core they need (issue 19,
-                // BGSAVE under load; as the SQL engine's threads, sql/src/pace.rs).
-                #[cfg(target_os = "linux")]
-                // SAFETY: PRIO_PROCESS with who = 0 changes only this thread on Linux.
-                unsafe {
-                    libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-                }
+                // Normal priority on purpose: the copy holds a shard's shared lock, and a
+                // lower-priority thread preempted while holding it kept that shard's writers (and
+                // the one I/O thread waiting on it) waiting (issue 19: p99 0.9 s at nice 10 on an
+                // overloaded machine).
                 let started = std::time::Instant::now();
                 let changes = this.store.change_count();
                 let result = save::write_snapshot(&this, &target, delay_us);
