@@ -18,6 +18,8 @@ mod collection_tests;
 mod evict;
 pub mod glob;
 pub mod hash;
+#[cfg(test)]
+mod holds_tests;
 mod intset;
 mod item;
 mod list;
@@ -203,6 +205,9 @@ pub struct Store {
     evict_cursor: AtomicUsize,
     reaper: Sender<Garbage>,
     pub(crate) tags: TagIndex,
+    /// Held exclusively by a group delete while it works chunk by chunk, shared by group reads
+    /// and by every multi-shard lock (`Locked`): those see a group whole or gone.
+    pub(crate) groups: RwLock<()>,
     /// Told of every change while `taps` has a `TAP_LISTENER` bit (client tracking, write-behind).
     tap: std::sync::OnceLock<Arc<dyn ChangeTap>>,
     /// Who wants changes now (`changes::TAP_*` bits): one relaxed load per change when nobody.
@@ -246,7 +251,8 @@ impl Store {
             policy: AtomicU8::new(config.policy as u8),
             evict_cursor: AtomicUsize::new(0),
             reaper,
-            tags: TagIndex::default(),
+            tags: TagIndex::new(count),
+            groups: RwLock::new(()),
             tap: std::sync::OnceLock::new(),
             taps: AtomicU8::new(0),
             consumers: AtomicUsize::new(0),
@@ -434,6 +440,8 @@ impl Store {
     }
 
     fn lock_indexes(&self, author: Author, indexes: Vec<usize>) -> Locked<'_> {
+        // Taken before any shard (lock order: groups, then shards).
+        let groups = self.groups.read_recursive();
         let guards = indexes
             .into_iter()
             .map(|i| (i, self.shards[i].lock.write()))
@@ -442,6 +450,7 @@ impl Store {
             store: self,
             guards,
             author,
+            _groups: groups,
         }
     }
 
@@ -621,6 +630,8 @@ pub struct Locked<'s> {
     guards: Vec<(usize, RwLockWriteGuard<'s, Shard>)>,
     /// Whose changes the writes through this are.
     author: Author,
+    /// No group delete runs while this is held (released after the shards).
+    _groups: parking_lot::RwLockReadGuard<'s, ()>,
 }
 
 impl<'s> Locked<'s> {

@@ -139,9 +139,17 @@ impl Shard {
         (item, freed)
     }
 
-    /// Removes expired records among up to `budget` slots from the expiry cursor.
+    /// Removes expired records among up to `budget` slots from the expiry cursor, recording
+    /// each removal and uncounting its memory, but leaving the records themselves in `dead` for
+    /// the caller to free once it has released the lock (`Store::free_dead`).
     /// Returns (slots scanned, records removed).
-    pub fn expire_some(&mut self, store: &Store, budget: usize, now: u64) -> (usize, usize) {
+    pub fn expire_some(
+        &mut self,
+        store: &Store,
+        budget: usize,
+        now: u64,
+        dead: &mut Vec<ItemPtr>,
+    ) -> (usize, usize) {
         let cap = self.table.capacity();
         let mut removed = 0;
         let scanned = budget.min(cap);
@@ -152,7 +160,10 @@ impl Shard {
             if Table::slot_has_expire(slot) {
                 let item = self.table.item_at(i).expect("occupied slot");
                 if item.expire_at().is_some_and(|d| d <= now) {
-                    self.remove_slot(store, i, Author::SERVER, ChangeKind::Expire);
+                    let (item, freed) = self.unlink_slot(store, i);
+                    self.record(store, Author::SERVER, item.key(), ChangeKind::Expire);
+                    store.account(-(freed as isize));
+                    dead.push(item);
                     removed += 1;
                 }
             }
@@ -841,6 +852,18 @@ impl<'a> Entry<'a> {
 }
 
 impl Store {
+    /// Frees records already unlinked and uncounted (`Shard::expire_some`), after their
+    /// shard's lock is released: a batch holding a large record goes to the reaper whole.
+    pub(crate) fn free_dead(&self, dead: Vec<ItemPtr>) {
+        if dead.iter().any(|item| item.charged() >= LARGE_RECORD) {
+            if let Err(garbage) = self.reaper.send(Garbage::Items(dead)) {
+                drop(garbage);
+            }
+        } else {
+            drop(Garbage::Items(dead));
+        }
+    }
+
     /// Frees a record that is no longer reachable, deferring large ones to the reaper.
     pub(crate) fn release(&self, item: ItemPtr, charged: usize) {
         self.account(-(charged as isize));

@@ -186,6 +186,10 @@ impl Persistence {
         let spawned = std::thread::Builder::new()
             .name("cairn-bgsave".into())
             .spawn(move || {
+                // Normal priority on purpose: the copy holds a shard's shared lock, and a
+                // lower-priority thread preempted while holding it kept that shard's writers (and
+                // the one I/O thread waiting on it) waiting (issue 19: p99 0.9 s at nice 10 on an
+                // overloaded machine).
                 let started = std::time::Instant::now();
                 let changes = this.store.change_count();
                 let result = save::write_snapshot(&this, &target, delay_us);
