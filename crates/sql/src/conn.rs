@@ -49,8 +49,13 @@ impl Drop for Deadline {
     }
 }
 
-/// SQLite's progress handler: paces the thread (see [`crate::pace`]) and enforces the deadline.
+/// SQLite's progress handler: paces the thread (see [`crate::pace`]) and enforces the deadline;
+/// an inline statement (`crate::inline`) is held to its step budget instead, and never yields
+/// the I/O thread it runs on.
 fn on_progress() -> bool {
+    if crate::inline::active() {
+        return crate::inline::on_progress() || past_deadline();
+    }
     let now = Instant::now();
     crate::pace::on_progress(now, YIELD_FREELY.get().is_some_and(|t| now < t));
     past_deadline_at(now)
@@ -74,6 +79,11 @@ fn past_deadline_at(now: Instant) -> bool {
 /// writer (or the writer that waits for readers to drain) must poll. Yield first (the holder is
 /// usually a microsecond from done), then sleep in growing steps, never past the deadline.
 fn on_busy(n: c_int) -> bool {
+    if crate::inline::active() {
+        // An I/O thread never waits: the engine runs the statement instead.
+        crate::inline::abandon(crate::inline::Why::Busy);
+        return false;
+    }
     if past_deadline() {
         return false;
     }

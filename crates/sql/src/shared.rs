@@ -175,6 +175,8 @@ pub(crate) struct Shared {
     pub expiry_paused: std::sync::atomic::AtomicBool,
     pub readers: Queue<Job>,
     pub writer: Queue<Job>,
+    /// Set by `SqlEngine::shutdown`: no more inline statements (`crate::inline`).
+    pub closed: std::sync::atomic::AtomicBool,
     /// Told of every change the writer makes (`crate::changes`), once set.
     pub changes: std::sync::OnceLock<Arc<dyn crate::ChangeSink>>,
 }
@@ -202,6 +204,7 @@ impl Shared {
             expiry_paused: std::sync::atomic::AtomicBool::new(false),
             readers: Queue::new(),
             writer: Queue::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
             changes: std::sync::OnceLock::new(),
         }
     }
