@@ -102,7 +102,7 @@ fn refused(shared: &Shared, why: String) -> SqlError {
 
 /// A statement failed to compile: the sandbox's reason if it refused, else SQLite's message.
 fn compile_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
-    crate::inline::check_error(&e);
+    crate::inline::check_error(&e, true);
     if crate::inline::abandoned() {
         // Not an error: the engine runs the statement (and counts what it must).
         conn.auth.lock().refusal = None;
@@ -119,7 +119,7 @@ fn compile_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
 
 /// A statement failed while running.
 fn run_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
-    crate::inline::check_error(&e);
+    crate::inline::check_error(&e, false);
     if crate::inline::abandoned() {
         // The engine runs the statement again and counts it then.
         shared.counters.statements.fetch_sub(1, Relaxed);

@@ -194,10 +194,16 @@ pub(crate) fn disarm_inline() {
     FLOOR.set(0);
 }
 
-/// Whether the guard or the compile deadline refused an allocation since [`clear`] (without
-/// forgetting it, unlike [`take_tripped`] and [`take_timed_out`]).
-pub(crate) fn peek_stopped() -> bool {
-    TRIPPED.get() || TIMED_OUT.get()
+/// Whether the guard refused an allocation since [`clear`] (without forgetting it, unlike
+/// [`take_tripped`]).
+pub(crate) fn peek_tripped() -> bool {
+    TRIPPED.get()
+}
+
+/// Whether the compile deadline refused an allocation since [`clear`] (without forgetting it,
+/// unlike [`take_timed_out`]).
+pub(crate) fn peek_timed_out() -> bool {
+    TIMED_OUT.get()
 }
 
 /// Forgets an earlier refusal (before a statement is compiled).

@@ -95,17 +95,26 @@ pub(crate) fn on_progress() -> bool {
 }
 
 /// A failed inline statement that the engine would run differently (deeper stack, longer
-/// compile, longer LIKE patterns) is abandoned rather than failed.
-pub(crate) fn check_error(e: &rusqlite::Error) {
+/// compile, longer LIKE patterns) is abandoned rather than failed. `compiling`: the error came
+/// from compiling, where a spent budget means SQLite (re)loaded the schema, a one-time cost.
+pub(crate) fn check_error(e: &rusqlite::Error, compiling: bool) {
     if !active() {
         return;
     }
-    if crate::guard::peek_stopped()
-        || e.to_string()
-            .contains("LIKE or GLOB pattern too complex")
-    {
-        abandon(Why::Long);
+    if compiling && ABANDONED.get() == Some(Why::Long) {
+        ABANDONED.set(Some(Why::Busy));
     }
+    if crate::guard::peek_tripped() || e.to_string().contains("LIKE or GLOB pattern too complex") {
+        abandon(Why::Long);
+    } else if crate::guard::peek_timed_out() {
+        // Loading a large schema into a fresh connection can take this long once.
+        abandon(Why::Busy);
+    }
+}
+
+/// Progress callbacks (one every `pace::STEPS` steps) in a budget of `steps`.
+fn budget(steps: u32) -> u32 {
+    steps.div_ceil(crate::pace::STEPS as u32)
 }
 
 /// Marks this thread as running an inline statement until dropped.
@@ -113,7 +122,7 @@ struct Running;
 
 impl Running {
     fn start(steps: u32) -> Running {
-        LEFT.set(Some(steps.div_ceil(crate::pace::STEPS as u32)));
+        LEFT.set(Some(budget(steps)));
         ABANDONED.set(None);
         crate::guard::arm_inline(INLINE_DEPTH);
         Running
@@ -170,12 +179,26 @@ pub(crate) fn query(
         if reader.long[at] == key {
             return None;
         }
-        let running = Running::start(steps);
+        // A schema changed since this connection last looked is loaded first, with no step
+        // budget (a large schema takes many steps, once); meeting the writer still abandons.
+        let running = Running::start(u32::MAX);
+        reader.conn.check_epoch(shared);
+        if abandoned() {
+            reader.conn.epoch = u64::MAX;
+            return None;
+        }
+        LEFT.set(Some(budget(steps)));
         let out = crate::worker::guarded(&mut reader.conn, |conn| {
             Ok(exec::query(shared, conn, Side::Inline, sql, params))
         });
         let why = ABANDONED.get();
         drop(running);
+        if why.is_some() {
+            // SQLite drops a connection's schema when an allocation fails while it loads it;
+            // reload it before the next compilation (`Conn::check_epoch`), which is then not
+            // bounded by the inline compile time: a large schema loads once, not never.
+            reader.conn.epoch = u64::MAX;
+        }
         match (why, out) {
             (Some(Why::Long), _) => {
                 reader.long[at] = key;
