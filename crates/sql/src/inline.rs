@@ -185,6 +185,7 @@ pub(crate) fn query(
         reader.conn.check_epoch(shared);
         if abandoned() {
             reader.conn.epoch = u64::MAX;
+            shared.counters.handed_off.fetch_add(1, Relaxed);
             return None;
         }
         LEFT.set(Some(budget(steps)));
@@ -199,13 +200,19 @@ pub(crate) fn query(
             // bounded by the inline compile time: a large schema loads once, not never.
             reader.conn.epoch = u64::MAX;
         }
+        let counters = &shared.counters;
         match (why, out) {
-            (Some(Why::Long), _) => {
-                reader.long[at] = key;
+            (None, Ok(Outcome::Done(result, _))) => {
+                counters.inline.fetch_add(1, Relaxed);
+                Some(result)
+            }
+            (why, _) => {
+                if why == Some(Why::Long) {
+                    reader.long[at] = key;
+                }
+                counters.handed_off.fetch_add(1, Relaxed);
                 None
             }
-            (Some(Why::Busy), _) | (None, Ok(Outcome::ToWriter)) | (None, Err(_)) => None,
-            (None, Ok(Outcome::Done(result, _))) => Some(result),
         }
     })
 }
