@@ -52,6 +52,8 @@ thread_local! {
     /// Progress callbacks left to the running inline statement (None: none runs here).
     static LEFT: Cell<Option<u32>> = const { Cell::new(None) };
     static ABANDONED: Cell<Option<Why>> = const { Cell::new(None) };
+    /// An inline compilation failed: SQLite may have dropped the connection's schema.
+    static RELOAD: Cell<bool> = const { Cell::new(false) };
     /// This thread's reader connection, for one engine (tests start several per process).
     static READER: RefCell<Option<Reader>> = const { RefCell::new(None) };
 }
@@ -76,7 +78,7 @@ pub(crate) fn abandon(why: Why) {
 
 /// Whether the running inline statement was abandoned.
 pub(crate) fn abandoned() -> bool {
-    ABANDONED.get().is_some()
+    active() && ABANDONED.get().is_some()
 }
 
 /// From the progress handler: true (interrupt) once the budget is spent.
@@ -109,6 +111,9 @@ pub(crate) fn check_error(e: &rusqlite::Error, compiling: bool) {
     } else if crate::guard::peek_timed_out() {
         // Loading a large schema into a fresh connection can take this long once.
         abandon(Why::Busy);
+    }
+    if compiling && abandoned() {
+        RELOAD.set(true);
     }
 }
 
@@ -194,7 +199,7 @@ pub(crate) fn query(
         });
         let why = ABANDONED.get();
         drop(running);
-        if why.is_some() {
+        if RELOAD.replace(false) {
             // SQLite drops a connection's schema when an allocation fails while it loads it;
             // reload it before the next compilation (`Conn::check_epoch`), which is then not
             // bounded by the inline compile time: a large schema loads once, not never.
