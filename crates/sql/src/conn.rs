@@ -28,6 +28,11 @@ pub(crate) struct Deadline;
 
 impl Deadline {
     pub fn arm(timeout: Duration) -> Deadline {
+        if crate::inline::active() {
+            // The step budget bounds an inline statement (`crate::inline`), far below any
+            // timeout; no clock read, no pacing.
+            return Deadline;
+        }
         let now = Instant::now();
         DEADLINE.set(Some(now + timeout));
         YIELD_FREELY.set(Some(now + timeout / crate::pace::FREE_PART));
@@ -244,6 +249,15 @@ fn register_functions(db: &Connection, shared: &Arc<Shared>) -> rusqlite::Result
         Ok(s.registry.seq_of(id) as i64)
     })?;
     Ok(())
+}
+
+/// Page cache of the writer and of inline readers (KiB): 32 MiB, or a quarter of
+/// `--sql-maxmemory` (at least 2 MiB) when it is set.
+pub(crate) fn big_cache_kib(cfg: &crate::SqlConfig) -> u64 {
+    match cfg.max_memory {
+        0 => 32768,
+        max => (max / 4 / 1024).clamp(2048, 32768),
+    }
 }
 
 /// Sets the memdb image's size cap: at the cap SQLite fails writes with SQLITE_FULL, which the

@@ -166,11 +166,8 @@ impl SqlEngine {
         writer.internal(|db| db.execute_batch(expiry::INIT))?;
         // The writer touches pages all over the image (tables, indexes, row metadata); a bigger
         // cache saves re-reading them from the memdb image. Readers keep SQLite's 2 MB: every
-        // write invalidates their caches anyway.
-        let cache_kib = match cfg.max_memory {
-            0 => 32768,
-            max => (max / 4 / 1024).clamp(2048, 32768),
-        };
+        // write invalidates their caches anyway (inline readers: see `inline.rs`).
+        let cache_kib = conn::big_cache_kib(cfg);
         writer.internal(|db| db.pragma_update(None, "cache_size", -(cache_kib as i64)))?;
         // The last reader is the express one.
         let readers = (0..=cfg.threads)
