@@ -173,13 +173,6 @@ pub(crate) fn query(
                     INLINE_LIKE,
                 )
                 .ok()?;
-            // Point lookups land anywhere in the image: a page cache as large as the writer's
-            // saves copying each page out of the memdb image again (perf: that copy, under the
-            // image's mutex, and the cache's misses were a third of an inline lookup). A write
-            // empties it at the next statement, which costs what filling it did, no more.
-            let kib = crate::conn::big_cache_kib(&shared.config) as i64;
-            conn.internal(|db| db.pragma_update(None, "cache_size", -kib))
-                .ok()?;
             *slot = Some(Reader {
                 engine,
                 conn,
