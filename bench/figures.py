@@ -168,6 +168,9 @@ FIGURES = [
     ("GET p99 at 20k/s while heavy SQL runs / alone", "sql.md",
      lambda t: (sentence(t, r"\*\*GET p99 with SQL / alone: ([\d.]+×)\*\*"),
                 "target ≤ 1.20×")),
+    ("SQL SELECT by primary key: server CPU per op / GET's", "sql.md",
+     lambda t: (sentence(t, r"\*\*SELECT by id: server CPU ([\d.]+)× GET's\*\*") + "×",
+                "goal ≤ 3×; on the SQL engine threads " + sentence(t, r"On the engine threads: ([\d.]+)× GET's") + "×")),
     ("server CPU per op: SADD / ZADD / LPUSH", "collections_cpu.md",
      lambda t: (" / ".join(f"{cell(t, 'cairn ns/op', c)} ns" for c in ("SADD", "ZADD", "LPUSH")),
                 "Redis " + " / ".join(f"{cell(t, 'redis ns/op', c)} ns" for c in ("SADD", "ZADD", "LPUSH"))

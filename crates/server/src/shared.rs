@@ -87,6 +87,7 @@ impl Shared {
             timeout: config.sql_timeout,
             max_result_bytes: config.sql_max_result,
             max_memory: config.sql_maxmemory,
+            inline_steps: config.sql_inline_steps,
             ..sql::SqlConfig::default()
         };
         let sql = match sql::SqlEngine::new(sql_config) {

@@ -28,6 +28,11 @@ pub(crate) struct Deadline;
 
 impl Deadline {
     pub fn arm(timeout: Duration) -> Deadline {
+        if crate::inline::active() {
+            // The step budget bounds an inline statement (`crate::inline`), far below any
+            // timeout; no clock read, no pacing.
+            return Deadline;
+        }
         let now = Instant::now();
         DEADLINE.set(Some(now + timeout));
         YIELD_FREELY.set(Some(now + timeout / crate::pace::FREE_PART));
@@ -49,8 +54,13 @@ impl Drop for Deadline {
     }
 }
 
-/// SQLite's progress handler: paces the thread (see [`crate::pace`]) and enforces the deadline.
+/// SQLite's progress handler: paces the thread (see [`crate::pace`]) and enforces the deadline;
+/// an inline statement (`crate::inline`) is held to its step budget instead, and never yields
+/// the I/O thread it runs on.
 fn on_progress() -> bool {
+    if crate::inline::active() {
+        return crate::inline::on_progress() || past_deadline();
+    }
     let now = Instant::now();
     crate::pace::on_progress(now, YIELD_FREELY.get().is_some_and(|t| now < t));
     past_deadline_at(now)
@@ -74,6 +84,11 @@ fn past_deadline_at(now: Instant) -> bool {
 /// writer (or the writer that waits for readers to drain) must poll. Yield first (the holder is
 /// usually a microsecond from done), then sleep in growing steps, never past the deadline.
 fn on_busy(n: c_int) -> bool {
+    if crate::inline::active() {
+        // An I/O thread never waits: the engine runs the statement instead.
+        crate::inline::abandon(crate::inline::Why::Busy);
+        return false;
+    }
     if past_deadline() {
         return false;
     }
@@ -234,6 +249,15 @@ fn register_functions(db: &Connection, shared: &Arc<Shared>) -> rusqlite::Result
         Ok(s.registry.seq_of(id) as i64)
     })?;
     Ok(())
+}
+
+/// Page cache of the writer and of inline readers (KiB): 32 MiB, or a quarter of
+/// `--sql-maxmemory` (at least 2 MiB) when it is set.
+pub(crate) fn big_cache_kib(cfg: &crate::SqlConfig) -> u64 {
+    match cfg.max_memory {
+        0 => 32768,
+        max => (max / 4 / 1024).clamp(2048, 32768),
+    }
 }
 
 /// Sets the memdb image's size cap: at the cap SQLite fails writes with SQLITE_FULL, which the

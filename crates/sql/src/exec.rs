@@ -16,6 +16,8 @@ use std::sync::{mpsc, Arc};
 pub(crate) enum Side {
     Reader,
     Writer,
+    /// A caller's thread running a read-only statement itself (`crate::inline`).
+    Inline,
 }
 
 /// What a request changed, for the writer's bookkeeping afterwards.
@@ -100,6 +102,12 @@ fn refused(shared: &Shared, why: String) -> SqlError {
 
 /// A statement failed to compile: the sandbox's reason if it refused, else SQLite's message.
 fn compile_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
+    crate::inline::check_error(&e, true);
+    if crate::inline::abandoned() {
+        // Not an error: the engine runs the statement (and counts what it must).
+        conn.auth.lock().refusal = None;
+        return SqlError::cancelled();
+    }
     if let Some(why) = conn.auth.lock().refusal.take() {
         return refused(shared, why);
     }
@@ -111,6 +119,13 @@ fn compile_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
 
 /// A statement failed while running.
 fn run_error(shared: &Shared, conn: &Conn, e: rusqlite::Error) -> SqlError {
+    crate::inline::check_error(&e, false);
+    if crate::inline::abandoned() {
+        // The engine runs the statement again and counts it then.
+        shared.counters.statements.fetch_sub(1, Relaxed);
+        conn.auth.lock().refusal = None;
+        return SqlError::cancelled();
+    }
     if let Some(why) = conn.auth.lock().refusal.take() {
         return refused(shared, why);
     }
@@ -150,6 +165,15 @@ fn before(shared: &Shared, conn: &Conn, side: Side, a: &Analysis) -> Result<(), 
         let Some(t) = shared.registry.get(name) else {
             continue;
         };
+        if side == Side::Inline {
+            // Counted once it ran (`count_inline`): an abandoned attempt counts nothing. With
+            // rows to expire first it is the engine's (readers wait for the writer there).
+            if expiry::due(shared, conn, &t, t.ops(), true) {
+                crate::inline::abandon(crate::inline::Why::Busy);
+                return Err(SqlError::cancelled());
+            }
+            continue;
+        }
         let basis = t.count_op();
         if !expiry::due(shared, conn, &t, basis, side == Side::Reader) {
             continue;
@@ -215,10 +239,28 @@ fn renames<R>(
     out
 }
 
-/// Compiles under the statement timeout (see [`crate::guard::Compiling`]).
+/// Compiles under the statement timeout (see [`crate::guard::Compiling`]), or the much
+/// shorter inline one while an inline statement runs (past it the engine compiles it).
 fn compiling<R>(shared: &Shared, f: impl FnOnce() -> R) -> R {
-    let _bounded = crate::guard::Compiling::start(shared.config.timeout);
+    let limit = match crate::inline::active() {
+        true => crate::inline::INLINE_COMPILE.min(shared.config.timeout),
+        false => shared.config.timeout,
+    };
+    let _bounded = crate::guard::Compiling::start(limit);
     f()
+}
+
+/// An inline statement ran (was not abandoned): it counts as an operation on every table
+/// with rules it touched, as a statement on an engine thread counts in [`before`].
+fn count_inline(shared: &Shared, a: &Analysis) {
+    if crate::inline::abandoned() {
+        return;
+    }
+    for name in &a.tables {
+        if let Some(t) = shared.registry.get(name) {
+            t.count_op();
+        }
+    }
 }
 
 fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
@@ -250,6 +292,10 @@ impl<'a> Running<'a> {
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.auth.lock().running = false;
+        if crate::inline::abandoned() {
+            // Timed when the engine runs it.
+            return;
+        }
         self.1
             .counters
             .statement_took(self.2.elapsed().as_nanos() as u64);
@@ -337,7 +383,7 @@ pub(crate) fn query(
     crate::guard::clear();
     let cached = conn.analyses.get(sql).cloned();
     let (a, mut stmt) = match cached {
-        Some(a) if !a.readonly && side == Side::Reader => return Outcome::ToWriter,
+        Some(a) if !a.readonly && side != Side::Writer => return Outcome::ToWriter,
         Some(a) => match compiling(shared, || conn.db.prepare_cached(sql)) {
             Ok(stmt) => (a, Prepared::Cached(stmt)),
             Err(e) => {
@@ -359,7 +405,7 @@ pub(crate) fn query(
                 }
             };
             let a = analysis(conn, &stmt);
-            if !a.readonly && side == Side::Reader {
+            if !a.readonly && side != Side::Writer {
                 return Outcome::ToWriter;
             }
             let a = remember(&mut conn.analyses, sql, a);
@@ -377,6 +423,9 @@ pub(crate) fn query(
         })
     });
     drop(stmt);
+    if side == Side::Inline {
+        count_inline(shared, &a);
+    }
     Outcome::Done(finish_txn(conn, result), effects)
 }
 

@@ -176,6 +176,36 @@ pub(crate) fn arm_thread() {
     FLOOR.set(here.saturating_sub(DEPTH_BUDGET));
 }
 
+/// Arms the guard on a thread that is not an engine thread for one inline statement
+/// (`crate::inline`): `depth` bytes below the caller's frame.
+pub(crate) fn arm_inline(depth: usize) {
+    let marker = 0u8;
+    let here = std::hint::black_box(&marker) as *const u8 as usize;
+    FLOOR.set(here.saturating_sub(depth));
+}
+
+/// Whether the guard is armed on this thread (an engine thread, or an inline statement runs).
+pub(crate) fn armed() -> bool {
+    FLOOR.get() != 0
+}
+
+/// Ends [`arm_inline`]: the thread is unguarded again.
+pub(crate) fn disarm_inline() {
+    FLOOR.set(0);
+}
+
+/// Whether the guard refused an allocation since [`clear`] (without forgetting it, unlike
+/// [`take_tripped`]).
+pub(crate) fn peek_tripped() -> bool {
+    TRIPPED.get()
+}
+
+/// Whether the compile deadline refused an allocation since [`clear`] (without forgetting it,
+/// unlike [`take_timed_out`]).
+pub(crate) fn peek_timed_out() -> bool {
+    TIMED_OUT.get()
+}
+
 /// Forgets an earlier refusal (before a statement is compiled).
 pub(crate) fn clear() {
     TRIPPED.set(false);

@@ -35,6 +35,7 @@ mod error;
 mod exec;
 mod expiry;
 mod guard;
+mod inline;
 mod pace;
 mod queue;
 mod registry;
@@ -94,7 +95,14 @@ pub struct SqlConfig {
     pub threads: usize,
     /// How often the writer looks for expired rows in the background.
     pub sweep_interval: Duration,
+    /// Step budget of a query run on the caller's thread ([`SqlEngine::query_inline`]), in
+    /// SQLite virtual-machine steps; 0: every query goes to the engine's threads.
+    pub inline_steps: u32,
 }
+
+/// Default [`SqlConfig::inline_steps`]: a point lookup takes ~30 steps, a short index range a
+/// few hundred; 1,000 steps are ~20–40 µs of work.
+pub const INLINE_STEPS: u32 = 1000;
 
 impl Default for SqlConfig {
     fn default() -> SqlConfig {
@@ -105,6 +113,7 @@ impl Default for SqlConfig {
             max_memory: 0,
             threads: cores.clamp(2, 8),
             sweep_interval: Duration::from_millis(250),
+            inline_steps: INLINE_STEPS,
         }
     }
 }
@@ -122,6 +131,8 @@ pub type Origin = u64;
 
 pub struct SqlEngine {
     shared: Arc<Shared>,
+    /// Tells this engine's inline reader connections from another engine's (`inline.rs`).
+    id: u64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     interrupts: Vec<rusqlite::InterruptHandle>,
 }
@@ -134,11 +145,8 @@ impl SqlEngine {
         config.threads = config.threads.max(1);
         // Before the first connection: SQLite must not be initialised yet.
         guard::install();
-        let uri = format!(
-            "file:/cairn-sql-{}-{}?vfs=memdb",
-            std::process::id(),
-            NEXT_DB.fetch_add(1, Ordering::Relaxed)
-        );
+        let id = NEXT_DB.fetch_add(1, Ordering::Relaxed);
+        let uri = format!("file:/cairn-sql-{}-{id}?vfs=memdb", std::process::id());
         let shared = Arc::new(Shared::new(config, uri));
         let cfg = &shared.config;
         // The writer opens first and creates the image; it lives while any connection is open.
@@ -158,11 +166,8 @@ impl SqlEngine {
         writer.internal(|db| db.execute_batch(expiry::INIT))?;
         // The writer touches pages all over the image (tables, indexes, row metadata); a bigger
         // cache saves re-reading them from the memdb image. Readers keep SQLite's 2 MB: every
-        // write invalidates their caches anyway.
-        let cache_kib = match cfg.max_memory {
-            0 => 32768,
-            max => (max / 4 / 1024).clamp(2048, 32768),
-        };
+        // write invalidates their caches anyway (inline readers: see `inline.rs`).
+        let cache_kib = conn::big_cache_kib(cfg);
         writer.internal(|db| db.pragma_update(None, "cache_size", -(cache_kib as i64)))?;
         // The last reader is the express one.
         let readers = (0..=cfg.threads)
@@ -186,6 +191,7 @@ impl SqlEngine {
         }
         Ok(Arc::new(SqlEngine {
             shared,
+            id,
             threads: Mutex::new(threads),
             interrupts,
         }))
@@ -218,6 +224,16 @@ impl SqlEngine {
         if let Err(job) = pushed {
             job.abandon();
         }
+    }
+
+    /// Runs an `SQL.QUERY` on the calling thread, on a reader connection the thread keeps for
+    /// this engine, if it is read-only and short (within [`SqlConfig::inline_steps`], meeting
+    /// no writer and no rows to expire first): its result, or None when the caller must
+    /// [`submit_for`](Self::submit_for) it as usual (nothing of the attempt then shows or
+    /// counts; the engine runs it from the start). Never blocks; the budget bounds its time.
+    /// See `inline.rs`.
+    pub fn query_inline(&self, sql: &[u8], params: &[Value]) -> Option<Result<Reply, SqlError>> {
+        inline::query(&self.shared, self.id, sql, params)
     }
 
     /// Installs (once) the sink told of every change the writer makes.
@@ -297,6 +313,7 @@ impl SqlEngine {
     /// Stops the engine: queued requests fail with [`ErrorKind::Shutdown`], running statements
     /// are interrupted, threads are joined. Idempotent.
     pub fn shutdown(&self) {
+        self.shared.closed.store(true, Ordering::Relaxed);
         for job in self
             .shared
             .readers

@@ -94,6 +94,8 @@ pub(crate) struct Counters {
     pub expired_ops: AtomicU64,
     pub data_bytes: AtomicU64,
     pub cancelled: AtomicU64,
+    pub inline: AtomicU64,
+    pub handed_off: AtomicU64,
     /// Statements' run times, per bucket of [`crate::LATENCY_BOUNDS_NS`] (the last unbounded).
     pub latency: [AtomicU64; crate::LATENCY_BOUNDS_NS.len() + 1],
     pub latency_nanos: AtomicU64,
@@ -175,6 +177,8 @@ pub(crate) struct Shared {
     pub expiry_paused: std::sync::atomic::AtomicBool,
     pub readers: Queue<Job>,
     pub writer: Queue<Job>,
+    /// Set by `SqlEngine::shutdown`: no more inline statements (`crate::inline`).
+    pub closed: std::sync::atomic::AtomicBool,
     /// Told of every change the writer makes (`crate::changes`), once set.
     pub changes: std::sync::OnceLock<Arc<dyn crate::ChangeSink>>,
 }
@@ -202,6 +206,7 @@ impl Shared {
             expiry_paused: std::sync::atomic::AtomicBool::new(false),
             readers: Queue::new(),
             writer: Queue::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
             changes: std::sync::OnceLock::new(),
         }
     }
@@ -258,6 +263,8 @@ impl Shared {
             expired_ops: c.expired_ops.load(Relaxed),
             tables_with_rules: self.registry.len() as u64,
             queued: (self.readers.len() + self.writer.len()) as u64,
+            inline: c.inline.load(Relaxed),
+            handed_off: c.handed_off.load(Relaxed),
             latency: c.latency.each_ref().map(|b| b.load(Relaxed)),
             latency_nanos: c.latency_nanos.load(Relaxed),
         }

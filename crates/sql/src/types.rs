@@ -126,6 +126,10 @@ pub struct SqlStats {
     pub tables_with_rules: u64,
     /// Statements waiting for an engine thread now.
     pub queued: u64,
+    /// Queries run on the caller's thread ([`crate::SqlEngine::query_inline`]; counted in
+    /// `statements` too), and inline attempts handed to the engine's threads instead.
+    pub inline: u64,
+    pub handed_off: u64,
     /// Statements run, per bucket of [`crate::LATENCY_BOUNDS_NS`] (not cumulative; the last
     /// bucket takes the slower ones), and their total run time.
     pub latency: [u64; crate::LATENCY_BOUNDS_NS.len() + 1],

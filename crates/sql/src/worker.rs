@@ -289,7 +289,7 @@ fn forward(shared: &Shared, job: Job) {
 
 /// Runs `f`, turning a panic into an error and leaving the connection usable: no transaction
 /// left open, no half-collected authorizer state, no analyses that may be wrong.
-fn guarded<R>(
+pub(crate) fn guarded<R>(
     conn: &mut Conn,
     f: impl FnOnce(&mut Conn) -> Result<R, SqlError>,
 ) -> Result<R, SqlError> {

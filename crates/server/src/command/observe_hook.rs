@@ -203,6 +203,34 @@ impl DeferredCall {
     }
 }
 
+/// The slow log entry and `sql` latency sample of an SQL statement that ran on the I/O thread
+/// (`command::sql`, inline): the same as [`DeferredCall`] makes for one the engine ran, built
+/// only when the statement was slow.
+pub fn inline_sql(
+    shared: &Shared,
+    command: &'static Command,
+    args: Args<'_>,
+    client: &ClientInfo,
+    took: Duration,
+) {
+    let (slower_than, latency_ms) = thresholds(&shared.settings);
+    let micros = (took.as_nanos() as u64 / 1000) as i64;
+    let observe = &*shared.observe;
+    if slower_than >= 0 && micros >= slower_than {
+        let max_len = shared.settings.slowlog_max_len.load(Relaxed);
+        if max_len > 0 {
+            let shown = redacted(command, (0..args.len()).map(|i| args.get(i)));
+            let entry = slowlog::Entry::new(&shown, micros as u64, client);
+            observe.slowlog.push(entry, max_len as usize);
+        }
+    }
+    if latency_ms > 0 {
+        observe
+            .latency
+            .sample_if_needed(latency_ms, latency::SQL, micros as u64 / 1000);
+    }
+}
+
 /// A slow log entry made before its command's duration is known, and the slow log's
 /// settings then.
 struct PendingEntry {

@@ -1,8 +1,11 @@
 //! SQL.EXEC, SQL.QUERY, SQL.EXPIRE, SQL.TABLES and SQL.DESCRIBE: requests for the SQL engine.
 //!
-//! SQL never runs on an I/O thread: the handler hands the request to the engine and marks the
-//! connection waiting; the engine's thread encodes the reply and posts it to the client's
-//! mailbox, which resumes the connection. Key-value traffic on the same thread goes on meanwhile.
+//! A short read-only SQL.QUERY runs on the I/O thread itself, under the engine's step budget
+//! (`SqlEngine::query_inline`): the hand-off to an engine thread cost ten times a GET. Every
+//! other request, and a query that runs past the budget (abandoned, changing nothing), goes to
+//! the engine: the handler hands it over and marks the connection waiting; the engine's thread
+//! encodes the reply and posts it to the client's mailbox, which resumes the connection.
+//! Key-value traffic on the same thread goes on meanwhile.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,9 +125,33 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
 
 pub fn query(ctx: &mut Ctx<'_, '_>) {
     match statement(ctx) {
+        Ok((sql, params)) if inline(ctx, &sql, &params) => {}
         Ok((sql, params)) => submit(ctx, Request::Query { sql, params }),
         Err(msg) => ctx.err(&msg),
     }
+}
+
+/// Runs the query here if the engine lets it (short and read-only): the reply goes out with
+/// this batch, and the slow log and `sql` latency event see it as they see a deferred one.
+fn inline(ctx: &mut Ctx<'_, '_>, sql: &[u8], params: &[Value]) -> bool {
+    let Some(engine) = ctx.shared.sql.as_ref() else {
+        return false;
+    };
+    let started = std::time::Instant::now();
+    let Some(result) = engine.query_inline(sql, params) else {
+        return false;
+    };
+    if let Some(command) = super::lookup(ctx.arg(0)) {
+        super::observe_hook::inline_sql(
+            ctx.shared,
+            command,
+            ctx.args,
+            &ctx.conn.client,
+            started.elapsed(),
+        );
+    }
+    encode(ctx.out, ctx.conn.version, result);
+    true
 }
 
 pub fn tables(ctx: &mut Ctx<'_, '_>) {

@@ -130,6 +130,7 @@ pub struct Config {
     pub sql_timeout: Duration,
     pub sql_max_result: usize,
     pub sql_maxmemory: u64,
+    pub sql_inline_steps: u32,
     /// Microseconds (SLOWLOG); negative = log nothing.
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
@@ -288,6 +289,7 @@ impl Config {
             sql_timeout: Duration::from_secs(1),
             sql_max_result: 0,
             sql_maxmemory: 0,
+            sql_inline_steps: 0,
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
             latency_monitor_threshold: 0,

@@ -618,6 +618,19 @@ pub static SETTINGS: &[Setting] = &[
         },
         |c| c.sql_maxmemory.to_string(),
     ),
+    fixed(
+        "sql-inline-steps",
+        "N",
+        "Step budget (SQLite VM steps) of a read-only SQL.QUERY run on the I/O thread itself; \
+         past it the query goes to the SQL engine threads. 0 = always the engine threads.",
+        DefaultValue::Text("1000"),
+        Kind::Int,
+        |c, v| {
+            c.sql_inline_steps = parse_int_in(v, 0, 1_000_000)? as u32;
+            Ok(())
+        },
+        |c| c.sql_inline_steps.to_string(),
+    ),
     mutable(
         fixed(
             "slowlog-log-slower-than",

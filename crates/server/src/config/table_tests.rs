@@ -39,6 +39,7 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("sql-timeout", "250ms", "250ms"),
     ("sql-max-result", "1mb", "1048576"),
     ("sql-maxmemory", "3mb", "3145728"),
+    ("sql-inline-steps", "50", "50"),
     ("busy-reply-threshold", "250", "250"),
     ("hash-max-listpack-entries", "100", "100"),
     ("hash-max-listpack-value", "32", "32"),

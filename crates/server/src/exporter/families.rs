@@ -409,6 +409,18 @@ impl prometheus_client::collector::Collector for Scrape {
                 "SQL statements run.",
                 single(Value::Counter(sql.statements)),
             )?;
+            family(
+                e,
+                "cairn_sql_inline_statements",
+                "SQL queries run on an I/O thread within the inline step budget (of the statements run).",
+                single(Value::Counter(sql.inline)),
+            )?;
+            family(
+                e,
+                "cairn_sql_inline_handed_off",
+                "SQL queries tried on an I/O thread and handed to the engine threads (long, met a writer, rows to expire).",
+                single(Value::Counter(sql.handed_off)),
+            )?;
             let buckets = seconds_buckets(&sql::LATENCY_BOUNDS_NS, &sql.latency);
             family(
                 e,
