@@ -40,8 +40,40 @@ pub fn defer_stream_wakes() {
     DEFERRED_WAKES.with(|d| d.borrow_mut().get_or_insert_with(Vec::new).clear());
 }
 
-/// Sends the wakes deferred during this turn (an event loop, before it polls).
+/// Work a producer leaves for the end of its thread's event-loop turn (the replication
+/// stream's writes to its replicas, once per turn as Redis does in `beforeSleep`).
+pub trait TurnEnd: Send + Sync {
+    fn turn_end(&self);
+}
+
+thread_local! {
+    /// The hooks to run at the end of this thread's turn (each once, however often it asked).
+    static TURN_END: std::cell::RefCell<Vec<Arc<dyn TurnEnd>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `hook` at the end of this thread's event-loop turn; false (nothing kept) when this
+/// thread runs no event loop, so the caller does the work now.
+pub fn at_turn_end(hook: &Arc<dyn TurnEnd>) -> bool {
+    let in_loop = DEFERRED_WAKES.with(|d| d.borrow().is_some());
+    if in_loop {
+        TURN_END.with(|t| {
+            let mut t = t.borrow_mut();
+            if !t.iter().any(|h| Arc::ptr_eq(h, hook)) {
+                t.push(hook.clone());
+            }
+        });
+    }
+    in_loop
+}
+
+/// Runs the turn-end hooks, then sends the wakes deferred during this turn (an event loop,
+/// before it polls).
 pub fn send_deferred_wakes() {
+    let hooks = TURN_END.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    for hook in hooks {
+        hook.turn_end();
+    }
     let wakes = DEFERRED_WAKES.with(|d| d.borrow_mut().as_mut().map(std::mem::take));
     for (waker, token, id) in wakes.into_iter().flatten() {
         waker.request_mail(token, id);
@@ -318,6 +350,11 @@ impl ClientInfo {
     pub fn take_mail(&self) -> Mail {
         let mut mail = self.mailbox.lock();
         self.has_mail.store(false, Relaxed);
+        if self.state.flags.load(Relaxed) & client_flags::REPLICA != 0 {
+            // Counted as unsent until the owner publishes its output buffer (which then holds
+            // these bytes): `send_stream` must not write past them in the meantime.
+            self.omem.fetch_add(mail.bytes.len() as u64, Relaxed);
+        }
         std::mem::take(&mut *mail)
     }
 
@@ -339,21 +376,63 @@ impl ClientInfo {
             (first, mail.bytes.len() + self.omem.load(Relaxed) as usize)
         };
         if first {
-            if let Some(n) = &self.notifier {
-                let token = self.token.load(Relaxed);
-                let deferred = DEFERRED_WAKES.with(|d| match d.borrow_mut().as_mut() {
-                    Some(list) if list.len() < MAX_DEFERRED_WAKES => {
-                        list.push((n.clone(), token, self.id));
-                        true
-                    }
-                    _ => false,
-                });
-                if !deferred {
-                    n.request_mail(token, self.id);
-                }
-            }
+            self.wake_for_stream();
         }
         pending
+    }
+
+    /// Wakes the connection's thread for stream mail, at the end of this thread's event-loop
+    /// turn when it runs one.
+    fn wake_for_stream(&self) {
+        if let Some(n) = &self.notifier {
+            let token = self.token.load(Relaxed);
+            let deferred = DEFERRED_WAKES.with(|d| match d.borrow_mut().as_mut() {
+                Some(list) if list.len() < MAX_DEFERRED_WAKES => {
+                    list.push((n.clone(), token, self.id));
+                    true
+                }
+                _ => false,
+            });
+            if !deferred {
+                n.request_mail(token, self.id);
+            }
+        }
+    }
+
+    /// Sends stream bytes (`parts`, in order) to a replica's connection: written to its socket
+    /// from this thread when nothing else waits to go out on it (no mail, an empty output
+    /// buffer), which saves waking the connection's own thread; what the socket does not take,
+    /// or all of it when output waits, is posted as [`post_stream`](Self::post_stream) does.
+    /// Returns the bytes left unsent, as `post_stream`; None when the connection is closed.
+    pub fn send_stream(&self, parts: [&[u8]; 2]) -> Option<usize> {
+        let mut mail = self.mailbox.lock();
+        // Under the mailbox lock, which `ClientRegistry::unregister` takes to mark the client
+        // closed before its connection (and so its fd) is dropped: the fd is still this one's.
+        if self.closed() {
+            return None;
+        }
+        let mut written = 0;
+        let idle = mail.bytes.is_empty() && !mail.resume && self.omem.load(Relaxed) == 0;
+        if idle && self.fd >= 0 {
+            written = send_nonblocking(self.fd, parts);
+        }
+        let mut skip = written;
+        let first = mail.bytes.is_empty() && !mail.resume;
+        for part in parts {
+            let n = skip.min(part.len());
+            skip -= n;
+            mail.bytes.extend_from_slice(&part[n..]);
+        }
+        let posted = !mail.bytes.is_empty();
+        if posted {
+            self.has_mail.store(true, Relaxed);
+        }
+        let pending = mail.bytes.len() + self.omem.load(Relaxed) as usize;
+        drop(mail);
+        if first && posted {
+            self.wake_for_stream();
+        }
+        Some(pending)
     }
 
     #[inline]
@@ -545,6 +624,8 @@ impl ClientRegistry {
     pub fn unregister(&self, id: u64) -> Option<Arc<ClientInfo>> {
         let removed = self.map.lock().remove(&id);
         if let Some(c) = &removed {
+            // Under its mailbox lock: `send_stream` writes to the fd only while not closed.
+            let _mail = c.mailbox.lock();
             c.closed.store(true, Relaxed);
             self.count.fetch_sub(1, Relaxed);
         }
@@ -633,6 +714,29 @@ pub fn peer_gone(fd: i32) -> bool {
     // SAFETY: one valid pollfd, zero timeout; `fd` belongs to the live connection.
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// One non-blocking `sendmsg` of `parts` to socket `fd`; the bytes it took (0 on any error:
+/// the caller posts them, and the connection's thread meets the error itself).
+fn send_nonblocking(fd: i32, parts: [&[u8]; 2]) -> usize {
+    let iov = parts.map(|p| libc::iovec {
+        iov_base: p.as_ptr() as *mut libc::c_void,
+        iov_len: p.len(),
+    });
+    // SAFETY: a zeroed msghdr is valid; it points at `iov`, which lives across the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = if parts[1].is_empty() { 1 } else { 2 };
+    loop {
+        // SAFETY: `fd` is an open socket (the caller holds off its close) and `msg` is valid.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return n as usize;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return 0;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -762,3 +866,4 @@ mod tests {
         assert_eq!(c.client_type(), ClientType::Pubsub);
     }
 }
+

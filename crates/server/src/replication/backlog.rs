@@ -106,6 +106,21 @@ impl Backlog {
         Ok(n)
     }
 
+    /// The bytes from offset `from` to the end, as the ring holds them (in two parts when
+    /// they wrap around).
+    pub fn slices(&self, from: u64) -> Result<[&[u8]; 2], OutOfRange> {
+        if from < self.start() || from > self.end {
+            return Err(OutOfRange);
+        }
+        let n = (self.end - from) as usize;
+        if n == 0 {
+            return Ok([&[], &[]]);
+        }
+        let at = self.pos(from);
+        let first = (self.buf.len() - at).min(n);
+        Ok([&self.buf[at..at + first], &self.buf[..n - first]])
+    }
+
     /// Drops what is held and starts the stream over at `offset` (nobody can continue from
     /// before it). A new capacity takes effect here.
     pub fn reset(&mut self, offset: u64, capacity: usize) {
@@ -128,11 +143,14 @@ mod tests {
             let n = b.read(from, usize::MAX, &mut out).expect("in range");
             assert_eq!(n as u64, b.end() - from);
             assert_eq!(&out[..], &stream[(from - base) as usize..]);
+            let [a, b2] = b.slices(from).expect("in range");
+            assert_eq!([a, b2].concat(), out);
         }
         if start > 0 {
             assert_eq!(b.read(start - 1, 10, &mut Vec::new()), Err(OutOfRange));
         }
         assert_eq!(b.read(b.end() + 1, 10, &mut Vec::new()), Err(OutOfRange));
+        assert_eq!(b.slices(b.end() + 1), Err(OutOfRange));
     }
 
     #[test]
