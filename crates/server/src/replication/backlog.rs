@@ -121,6 +121,22 @@ impl Backlog {
         Ok([&self.buf[at..at + first], &self.buf[..n - first]])
     }
 
+    /// Changes the capacity (CONFIG SET repl-backlog-size), keeping the newest bytes that fit
+    /// at their offsets.
+    pub fn resize(&mut self, capacity: usize) {
+        let capacity = capacity.max(1);
+        if capacity == self.capacity {
+            return;
+        }
+        let keep = self.len.min(capacity);
+        let mut held = Vec::with_capacity(keep);
+        let _ = self.read(self.end - keep as u64, keep, &mut held);
+        *self = Backlog::new(capacity, self.end - keep as u64);
+        if keep > 0 {
+            self.append(&held);
+        }
+    }
+
     /// Drops what is held and starts the stream over at `offset` (nobody can continue from
     /// before it). A new capacity takes effect here.
     pub fn reset(&mut self, offset: u64, capacity: usize) {
@@ -172,6 +188,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_resize_keeps_the_newest_bytes_at_their_offsets() {
+        let stream: Vec<u8> = (0..100u8).collect();
+        let mut b = Backlog::new(16, 5);
+        b.append(&stream[..40]);
+        b.resize(8);
+        check(&b, &stream[..40], 5);
+        b.append(&stream[40..50]);
+        check(&b, &stream[..50], 5);
+        b.resize(32);
+        assert_eq!(b.len(), 8);
+        b.append(&stream[50..]);
+        check(&b, &stream, 5);
+        let mut unused = Backlog::new(16, 0);
+        unused.resize(64);
+        assert_eq!((unused.capacity(), unused.memory()), (64, 0));
     }
 
     #[test]

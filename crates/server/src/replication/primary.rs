@@ -57,7 +57,8 @@ impl Replication {
         let from = offset - 1;
         let partial = from >= 0 && {
             let ids = self.ids.lock();
-            let feed = self.backlog.lock();
+            let mut feed = self.backlog.lock();
+            self.apply_backlog_size(&mut feed);
             let b = &feed.ring;
             let from = from as u64;
             let known = replid == ids.replid.as_bytes()

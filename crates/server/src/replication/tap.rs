@@ -100,7 +100,16 @@ impl Replication {
                 self.serve_waiters();
             }
             self.drop_silent_replicas();
-            std::thread::sleep(TICK);
+            self.apply_backlog_size(&mut self.backlog.lock());
+            // Until the next round of these chores, send the stream's tails as they fall due.
+            let chores = Instant::now();
+            loop {
+                let left = TICK.saturating_sub(chores.elapsed());
+                if left.is_zero() || self.generation() != generation {
+                    break;
+                }
+                self.send_tail(left);
+            }
         }
     }
 }
