@@ -56,11 +56,32 @@ impl Backlog {
         self.buf.capacity()
     }
 
+    /// Whether the ring's memory is taken (it is on first use).
+    pub fn allocated(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Memory for a ring of `capacity` bytes, written once so that its pages are mapped now
+    /// rather than by the first appends (a page fault every 4 kB on the write path).
+    pub fn memory_for(capacity: usize) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(capacity.max(1));
+        buf.resize(capacity.max(1), 1);
+        buf
+    }
+
+    /// Takes `buf` (from [`memory_for`](Self::memory_for) its capacity) as the ring's memory,
+    /// unless it has its own already.
+    pub fn provide(&mut self, buf: Vec<u8>) {
+        if self.buf.is_empty() && buf.len() == self.capacity {
+            self.buf = buf;
+        }
+    }
+
     /// Appends stream bytes; the oldest go when the ring is full.
     pub fn append(&mut self, mut bytes: &[u8]) {
         if self.buf.is_empty() {
             // Taken on first use: a server that never has a replica holds no ring.
-            self.buf = vec![0; self.capacity];
+            self.buf = Self::memory_for(self.capacity);
         }
         if bytes.len() > self.capacity {
             let skip = bytes.len() - self.capacity;
