@@ -6,7 +6,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
 };
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -50,6 +50,36 @@ thread_local! {
     /// The hooks to run at the end of this thread's turn (each once, however often it asked).
     static TURN_END: std::cell::RefCell<Vec<Arc<dyn TurnEnd>>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// This thread's event loop polls no longer than [`poll_timeout`] says.
+    static TURN_END_TIMERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The latest time by which a turn must end (its hooks run), asked with [`at_turn_end_by`].
+    static TURN_END_BY: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Marks this thread's event loop as one that bounds its poll with [`poll_timeout`].
+pub fn allow_turn_end_timers() {
+    TURN_END_TIMERS.with(|t| t.set(true));
+}
+
+/// Runs `hook` at the end of a turn that ends by `at` at the latest (this thread's event loop
+/// polls no longer); false (nothing kept) when this thread cannot promise that.
+pub fn at_turn_end_by(hook: &Arc<dyn TurnEnd>, at: Instant) -> bool {
+    if !TURN_END_TIMERS.with(|t| t.get()) || !at_turn_end(hook) {
+        return false;
+    }
+    TURN_END_BY.with(|by| by.set(Some(by.get().map_or(at, |b| b.min(at)))));
+    true
+}
+
+/// An event loop's poll timeout: `timeout`, shortened to the time left until a turn must end.
+pub fn poll_timeout(timeout: Option<Duration>) -> Option<Duration> {
+    match TURN_END_BY.with(|by| by.get()) {
+        None => timeout,
+        Some(at) => {
+            let left = at.saturating_duration_since(Instant::now());
+            Some(timeout.map_or(left, |t| t.min(left)))
+        }
+    }
 }
 
 /// Runs `hook` at the end of this thread's event-loop turn; false (nothing kept) when this
@@ -70,6 +100,7 @@ pub fn at_turn_end(hook: &Arc<dyn TurnEnd>) -> bool {
 /// Runs the turn-end hooks, then sends the wakes deferred during this turn (an event loop,
 /// before it polls).
 pub fn send_deferred_wakes() {
+    TURN_END_BY.with(|by| by.set(None));
     let hooks = TURN_END.with(|t| std::mem::take(&mut *t.borrow_mut()));
     for hook in hooks {
         hook.turn_end();
@@ -743,6 +774,42 @@ fn send_nonblocking(fd: i32, parts: [&[u8]; 2]) -> usize {
 mod tests {
     use super::*;
 
+    struct Count(AtomicUsize);
+
+    impl TurnEnd for Count {
+        fn turn_end(&self) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_turn_end_hook_runs_once_per_turn_and_a_time_asked_bounds_the_poll() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let hook: Arc<dyn TurnEnd> = count.clone();
+        // Off an event loop nothing is kept: the caller does the work now.
+        assert!(!at_turn_end(&hook));
+        assert!(!at_turn_end_by(&hook, Instant::now()));
+        defer_stream_wakes();
+        assert!(at_turn_end(&hook) && at_turn_end(&hook));
+        // A loop that does not bound its poll cannot promise a time.
+        assert!(!at_turn_end_by(&hook, Instant::now()));
+        send_deferred_wakes();
+        assert_eq!(count.0.load(Relaxed), 1);
+        allow_turn_end_timers();
+        assert_eq!(poll_timeout(None), None);
+        assert!(at_turn_end_by(
+            &hook,
+            Instant::now() + Duration::from_millis(50)
+        ));
+        let bounded = poll_timeout(None).expect("bounded");
+        assert!(bounded <= Duration::from_millis(50), "{bounded:?}");
+        let short = Duration::from_millis(1);
+        assert_eq!(poll_timeout(Some(short)), Some(short));
+        send_deferred_wakes();
+        assert_eq!(count.0.load(Relaxed), 2);
+        assert_eq!(poll_timeout(None), None);
+    }
+
     fn client(reg: &ClientRegistry, addr: &str, laddr: &str) -> Arc<ClientInfo> {
         let c = Arc::new(ClientInfo::new(
             reg.next_id(),
@@ -866,4 +933,3 @@ mod tests {
         assert_eq!(c.client_type(), ClientType::Pubsub);
     }
 }
-

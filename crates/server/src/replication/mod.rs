@@ -73,8 +73,6 @@ pub(crate) struct Feed {
     scratch: Vec<u8>,
     /// When live replicas were last sent the stream.
     sent_at: Instant,
-    /// Stream bytes wait for the ticker to send them (`repl-send-delay-us`).
-    tail_due: bool,
 }
 
 /// Unsent stream bytes that are sent at a turn's end whatever `repl-send-delay-us` says.
@@ -132,8 +130,6 @@ pub struct Replication {
     pub(crate) backlog: Mutex<Feed>,
     /// Signalled when a replica leaves `Feed::live` or the generation changes.
     pub(crate) grown: Condvar,
-    /// Signalled when `Feed::tail_due` is set: the ticker sends the stream's tail.
-    tail: Condvar,
     replicas: Mutex<Vec<Arc<ReplicaInfo>>>,
     /// What connections that have not sent PSYNC yet announced (REPLCONF).
     announced: Mutex<Vec<Announced>>,
@@ -202,10 +198,8 @@ impl Replication {
                 live: Vec::new(),
                 scratch: Vec::new(),
                 sent_at: Instant::now(),
-                tail_due: false,
             }),
             grown: Condvar::new(),
-            tail: Condvar::new(),
             replicas: Mutex::new(Vec::new()),
             announced: Mutex::new(Vec::new()),
             waiters: Mutex::new(Vec::new()),
@@ -380,36 +374,25 @@ impl Replication {
     }
 
     /// The end of an event-loop turn that appended to the stream: the live replicas are sent
-    /// it now, unless they were sent some less than `repl-send-delay-us` ago; then the ticker
-    /// sends it when that delay is over, in one write with what later turns append (fewer,
-    /// larger writes: less CPU per change, at most that delay more lag).
+    /// it now, unless they were sent some less than `repl-send-delay-us` ago; then it waits
+    /// for a later turn's end on this thread, at the latest when that delay is over (the loop
+    /// polls no longer), and goes in one write with what the turns in between appended: fewer,
+    /// larger writes, less CPU per change, at most that delay more lag, and no other thread
+    /// woken for it.
     fn turn_end(&self) {
         let delay = Duration::from_micros(self.config.read().repl_send_delay_us);
         let mut feed = self.backlog.lock();
         let end = feed.ring.end();
         let unsent = feed.live.iter().map(|r| end - r.sent).max().unwrap_or(0);
-        // Without the ticker of a fed stream nothing would send the tail: send it now.
-        if unsent >= SEND_AT_ONCE || feed.sent_at.elapsed() >= delay || !self.feeding() {
-            self.send_live(&mut feed);
-        } else if unsent > 0 && !feed.tail_due {
-            feed.tail_due = true;
-            self.tail.notify_one();
+        if unsent == 0 {
+            return;
         }
-    }
-
-    /// The ticker: waits up to `most` for a due tail, and sends it once its delay is over.
-    fn send_tail(&self, most: Duration) {
-        let delay = Duration::from_micros(self.config.read().repl_send_delay_us);
-        let mut feed = self.backlog.lock();
-        let wait = if feed.tail_due {
-            delay.saturating_sub(feed.sent_at.elapsed()).min(most)
-        } else {
-            most
-        };
-        if !wait.is_zero() {
-            self.tail.wait_for(&mut feed, wait);
-        }
-        if feed.tail_due && feed.sent_at.elapsed() >= delay {
+        let due = feed.sent_at + delay;
+        let now = Instant::now();
+        if unsent >= SEND_AT_ONCE
+            || now >= due
+            || !crate::clients::at_turn_end_by(&self.turn_end, due)
+        {
             self.send_live(&mut feed);
         }
     }
@@ -426,14 +409,18 @@ impl Replication {
 
     /// Sends every caught-up replica the stream bytes it has not been sent yet.
     fn send_live(&self, feed: &mut Feed) {
-        feed.tail_due = false;
         let end = feed.ring.end();
         if feed.live.iter().all(|r| r.sent == end) {
             return;
         }
         feed.sent_at = Instant::now();
         let ring = &feed.ring;
-        Self::deliver_to(&mut feed.live, &self.grown, |from| ring.slices(from).ok(), end);
+        Self::deliver_to(
+            &mut feed.live,
+            &self.grown,
+            |from| ring.slices(from).ok(),
+            end,
+        );
     }
 
     /// Sends each replica of `live` `parts(sent)` (the bytes from its offset to `end`). One
