@@ -151,6 +151,8 @@ pub struct ClientInfo {
     pub subscriptions: AtomicUsize,
     /// The connection is gone (left the registry): a tracking REDIRECT to it is broken.
     closed: AtomicBool,
+    /// `flush_stream` is writing to the fd (changed under the mailbox lock).
+    writing: AtomicBool,
     /// CLIENT REPLY OFF/SKIP covers the command now running: if it replies later from another
     /// thread (SQL), that reply is dropped. Set by the session before each command.
     mute_deferred: AtomicBool,
@@ -285,6 +287,7 @@ impl ClientInfo {
             has_mail: AtomicBool::new(false),
             subscriptions: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            writing: AtomicBool::new(false),
             mute_deferred: AtomicBool::new(false),
             lib_name: Mutex::new(None),
             lib_ver: Mutex::new(None),
@@ -380,10 +383,14 @@ impl ClientInfo {
     /// Takes the mail posted so far (the owning thread, when woken).
     pub fn take_mail(&self) -> Mail {
         let mut mail = self.mailbox.lock();
+        if self.writing.load(Relaxed) {
+            // `flush_stream` is writing earlier bytes: these wait for it (it wakes us after).
+            return Mail::default();
+        }
         self.has_mail.store(false, Relaxed);
         if self.state.flags.load(Relaxed) & client_flags::REPLICA != 0 {
             // Counted as unsent until the owner publishes its output buffer (which then holds
-            // these bytes): `send_stream` must not write past them in the meantime.
+            // these bytes): `flush_stream` must not write past them in the meantime.
             self.omem.fetch_add(mail.bytes.len() as u64, Relaxed);
         }
         std::mem::take(&mut *mail)
@@ -430,40 +437,67 @@ impl ClientInfo {
         }
     }
 
-    /// Sends stream bytes (`parts`, in order) to a replica's connection: written to its socket
-    /// from this thread when nothing else waits to go out on it (no mail, an empty output
-    /// buffer), which saves waking the connection's own thread; what the socket does not take,
-    /// or all of it when output waits, is posted as [`post_stream`](Self::post_stream) does.
-    /// Returns the bytes left unsent, as `post_stream`; None when the connection is closed.
-    pub fn send_stream(&self, parts: [&[u8]; 2]) -> Option<usize> {
+    /// Queues stream bytes (`parts`, in order) for a replica's connection, as
+    /// [`post_stream`](Self::post_stream) does; with `wake` false its thread is not woken: the
+    /// caller sends them with [`flush_stream`](Self::flush_stream) once it holds no lock.
+    /// Returns the bytes left unsent; None when the connection is closed.
+    pub fn queue_stream(&self, parts: [&[u8]; 2], wake: bool) -> Option<usize> {
         let mut mail = self.mailbox.lock();
-        // Under the mailbox lock, which `ClientRegistry::unregister` takes to mark the client
-        // closed before its connection (and so its fd) is dropped: the fd is still this one's.
         if self.closed() {
             return None;
         }
-        let mut written = 0;
-        let idle = mail.bytes.is_empty() && !mail.resume && self.omem.load(Relaxed) == 0;
-        if idle && self.fd >= 0 {
-            written = send_nonblocking(self.fd, parts);
-        }
-        let mut skip = written;
         let first = mail.bytes.is_empty() && !mail.resume;
         for part in parts {
-            let n = skip.min(part.len());
-            skip -= n;
-            mail.bytes.extend_from_slice(&part[n..]);
+            mail.bytes.extend_from_slice(part);
         }
-        let posted = !mail.bytes.is_empty();
-        if posted {
-            self.has_mail.store(true, Relaxed);
-        }
+        self.has_mail.store(true, Relaxed);
         let pending = mail.bytes.len() + self.omem.load(Relaxed) as usize;
         drop(mail);
-        if first && posted {
+        if wake && first {
             self.wake_for_stream();
         }
         Some(pending)
+    }
+
+    /// Writes a replica connection's queued stream bytes to its socket from this thread when
+    /// nothing else waits to go out on it (its output buffer is empty), which saves waking the
+    /// connection's own thread; otherwise, or for what the socket does not take, that thread
+    /// is woken to write them. The write holds no lock (a thread descheduled in it stalls
+    /// nobody): `writing` keeps the owner from taking mail meanwhile, and the connection from
+    /// closing its fd.
+    pub fn flush_stream(&self) {
+        let bytes = {
+            let mut mail = self.mailbox.lock();
+            if self.closed() || self.writing.load(Relaxed) || mail.bytes.is_empty() {
+                return;
+            }
+            if mail.resume || self.omem.load(Relaxed) != 0 || self.fd < 0 {
+                drop(mail);
+                self.wake_for_stream();
+                return;
+            }
+            self.writing.store(true, Relaxed);
+            self.has_mail.store(false, Relaxed);
+            std::mem::take(&mut mail.bytes)
+        };
+        let written = send_nonblocking(self.fd, [&bytes, &[]]);
+        let mut mail = self.mailbox.lock();
+        self.writing.store(false, Relaxed);
+        if written < bytes.len() {
+            let mut rest = bytes[written..].to_vec();
+            rest.extend_from_slice(&mail.bytes);
+            mail.bytes = rest;
+        } else if mail.bytes.is_empty() {
+            // Its space serves the next turn.
+            let mut bytes = bytes;
+            bytes.clear();
+            mail.bytes = bytes;
+        }
+        if !mail.bytes.is_empty() {
+            self.has_mail.store(true, Relaxed);
+            drop(mail);
+            self.wake_for_stream();
+        }
     }
 
     #[inline]
@@ -655,9 +689,17 @@ impl ClientRegistry {
     pub fn unregister(&self, id: u64) -> Option<Arc<ClientInfo>> {
         let removed = self.map.lock().remove(&id);
         if let Some(c) = &removed {
-            // Under its mailbox lock: `send_stream` writes to the fd only while not closed.
-            let _mail = c.mailbox.lock();
-            c.closed.store(true, Relaxed);
+            // Under its mailbox lock, once no `flush_stream` writes to its fd: none starts
+            // after this, and the fd is closed after it.
+            loop {
+                let _mail = c.mailbox.lock();
+                if !c.writing.load(Relaxed) {
+                    c.closed.store(true, Relaxed);
+                    break;
+                }
+                drop(_mail);
+                std::thread::yield_now();
+            }
             self.count.fetch_sub(1, Relaxed);
         }
         removed

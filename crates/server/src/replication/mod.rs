@@ -73,6 +73,8 @@ pub(crate) struct Feed {
     scratch: Vec<u8>,
     /// When live replicas were last sent the stream.
     sent_at: Instant,
+    /// Connections queued to with their wake left to `flush_direct`.
+    to_flush: Vec<Arc<ClientInfo>>,
 }
 
 /// Unsent stream bytes that are sent at a turn's end whatever `repl-send-delay-us` says.
@@ -198,6 +200,7 @@ impl Replication {
                 live: Vec::new(),
                 scratch: Vec::new(),
                 sent_at: Instant::now(),
+                to_flush: Vec::new(),
             }),
             grown: Condvar::new(),
             replicas: Mutex::new(Vec::new()),
@@ -361,15 +364,16 @@ impl Replication {
         let unsent = feed.live.iter().map(|r| end - r.sent).max().unwrap_or(0);
         if unsent + bytes.len() as u64 > room {
             // The ring would drop bytes not sent yet: send what waits, then these from here.
-            self.send_live(feed);
+            self.send_live(feed, false);
             feed.ring.append(bytes);
             let end = feed.ring.end();
-            Self::deliver_to(&mut feed.live, &self.grown, |_| Some([bytes, &[]]), end);
+            let parts = |_| Some([bytes, &[]]);
+            Self::deliver_to(&mut feed.live, &self.grown, parts, end, None);
             return;
         }
         feed.ring.append(bytes);
         if !crate::clients::at_turn_end(&self.turn_end) {
-            self.send_live(feed);
+            self.send_live(feed, false);
         }
     }
 
@@ -393,7 +397,17 @@ impl Replication {
             || now >= due
             || !crate::clients::at_turn_end_by(&self.turn_end, due)
         {
-            self.send_live(&mut feed);
+            self.send_live(&mut feed, true);
+            drop(feed);
+            self.flush_direct();
+        }
+    }
+
+    /// Writes what `send_live(.., true)` queued, holding no lock of the stream.
+    fn flush_direct(&self) {
+        let clients = std::mem::take(&mut self.backlog.lock().to_flush);
+        for client in &clients {
+            client.flush_stream();
         }
     }
 
@@ -402,25 +416,24 @@ impl Replication {
     fn apply_backlog_size(&self, feed: &mut Feed) {
         let size = self.config.read().repl_backlog_size.max(1) as usize;
         if size != feed.ring.capacity() {
-            self.send_live(feed);
+            self.send_live(feed, false);
             feed.ring.resize(size);
         }
     }
 
-    /// Sends every caught-up replica the stream bytes it has not been sent yet.
-    fn send_live(&self, feed: &mut Feed) {
+    /// Queues for every caught-up replica the stream bytes it has not been sent yet; `direct`:
+    /// the caller writes them with `flush_direct` once it released the lock, else the
+    /// connections' threads are woken to.
+    fn send_live(&self, feed: &mut Feed, direct: bool) {
         let end = feed.ring.end();
         if feed.live.iter().all(|r| r.sent == end) {
             return;
         }
         feed.sent_at = Instant::now();
         let ring = &feed.ring;
-        Self::deliver_to(
-            &mut feed.live,
-            &self.grown,
-            |from| ring.slices(from).ok(),
-            end,
-        );
+        let to_flush = direct.then_some(&mut feed.to_flush);
+        let parts = |from| ring.slices(from).ok();
+        Self::deliver_to(&mut feed.live, &self.grown, parts, end, to_flush);
     }
 
     /// Sends each replica of `live` `parts(sent)` (the bytes from its offset to `end`). One
@@ -431,6 +444,7 @@ impl Replication {
         grown: &Condvar,
         parts: impl Fn(u64) -> Option<[&'a [u8]; 2]>,
         end: u64,
+        mut to_flush: Option<&mut Vec<Arc<ClientInfo>>>,
     ) {
         let before = live.len();
         live.retain_mut(|r| {
@@ -439,7 +453,14 @@ impl Replication {
                 (Some(0), end)
             } else {
                 match parts(r.sent) {
-                    Some(parts) => (client.send_stream(parts), end),
+                    Some(parts) => {
+                        if let Some(list) = to_flush.as_mut() {
+                            if !list.iter().any(|c| Arc::ptr_eq(c, client)) {
+                                list.push(client.clone());
+                            }
+                        }
+                        (client.queue_stream(parts, to_flush.is_none()), end)
+                    }
                     // Not held any more: its sender finds it so and drops the replica.
                     None => (None, r.sent),
                 }
@@ -570,7 +591,9 @@ impl Replication {
             let mut feed = self.backlog.lock();
             self.push(&mut feed, &out);
             // Not held for the turn's end nor `repl-send-delay-us`: the waiter waits on it.
-            self.send_live(&mut feed);
+            self.send_live(&mut feed, true);
+            drop(feed);
+            self.flush_direct();
         }
         self.serve_waiters();
     }
