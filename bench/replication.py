@@ -14,7 +14,8 @@ replicas on free ports and measures:
    generator actually reached.
 2. **Primary CPU per SET with 0, 1, 2 replicas**: a pipelined raw client sends `--sets` SETs; the
    figure is the primary's own CPU time (its threads' run time, `cpu_ab.cpu_ns`) per SET. The
-   replicas are attached one by one (REPLICAOF) between the measurements.
+   replicas are attached one by one (REPLICAOF) between the measurements; cairn's 2-replica
+   figure is taken again with `repl-send-delay-us 0` (a write per replica per loop turn).
 3. **Full sync of N keys**: the primary is filled with N keys (`cairn-bench --load`, 32-byte
    values), a fresh replica is pointed at it, and the time until its link is up and it holds N
    keys is measured, while a probe times GET/SET round trips on the primary (p50 / p99 during
@@ -255,6 +256,15 @@ def run_kind(kind, opts):
                 wait(replicas[n - 1].link_up, 60, "a replica's link")
             res["cpu_us"][n] = statistics.median(cpu_per_set(primary, opts.sets) for _ in range(opts.rounds))
             log(f"CPU per SET with {n} replicas: {res['cpu_us'][n]:.3f} µs")
+        if kind == "cairn":
+            # The same with a write per replica at every event-loop turn's end (no send delay).
+            default = primary.conn.call("CONFIG", "GET", "repl-send-delay-us")[1]
+            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", "0")
+            res["cpu_us_no_delay"] = statistics.median(cpu_per_set(primary, opts.sets)
+                                                       for _ in range(opts.rounds))
+            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", default)
+            res["send_delay_us"] = int(default)
+            log(f"CPU per SET with 2 replicas, repl-send-delay-us 0: {res['cpu_us_no_delay']:.3f} µs")
         res["lag"] = measure_lag(primary, replicas, opts.rate, opts.seconds)
         log(f"lag {res['lag']}")
     finally:
@@ -309,9 +319,13 @@ def main():
         f"default threads, redis-server 7 with `repl-diskless-sync-delay 0`. The machine has few "
         f"cores shared by three servers, the load generator and the probes: compare the ratios.\n\n"
         f"## Primary CPU per SET\n\nPipelined SETs (32-byte values, 100 per batch); the primary's "
-        f"own CPU time per SET in µs, median of {opts.rounds} rounds.\n\n"
+        f"own CPU time per SET in µs, median of {opts.rounds} rounds. cairn runs with its default "
+        f"`repl-send-delay-us {c['send_delay_us']}`; goal: 2 replicas ≤ 1.15× of 0 replicas.\n\n"
         + B.md_table(["replicas", "cairn µs", "redis µs", "cairn / redis", "cairn vs 0 replicas",
                       "redis vs 0 replicas"], rows_cpu)
+        + f"\n\nWith `repl-send-delay-us 0` (one write per replica at the end of every event-loop "
+        f"turn, as Redis) cairn's primary spends {c['cpu_us_no_delay']:.3f} µs per SET with 2 "
+        f"replicas ({ratio(c['cpu_us_no_delay'], c['cpu_us'][0])}× its 0-replica figure)."
         + f"\n\n## Replication lag at {opts.rate} SETs/s with 2 replicas\n\n"
         f"Open-loop SETs from `cairn-bench --rate {opts.rate}` (`rate`: what it reached); a probe "
         f"SET every 5 ms on the primary, polled on both replicas: µs from sending the SET to the "

@@ -168,6 +168,47 @@ def test_kill9_of_a_replica_then_restart_continues_from_its_snapshot(server_fact
     assert after["sync_full"] == stats["sync_full"]
 
 
+def test_config_set_repl_backlog_size_resizes_the_backlog_live(server_factory):
+    """CONFIG SET repl-backlog-size takes effect at once, keeping the newest bytes: grown from
+    16 kB to 1 MB, it holds the ~200 kB written while a replica was down, which then continues
+    (+CONTINUE) instead of a full sync; shrunk back, it keeps its newest 16 kB."""
+    p = server_factory("--repl-backlog-size", "16kb")
+    pc = p.client()
+    rep = server_factory("--replicaof", f"{HOST} {p.port}")
+    rc = rep.client()
+    wait_for(lambda: link_up(rc), what="the replica's link")
+    pc.set("before", "1")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    rc.save()
+    rep.kill()
+    pc.config_set("repl-backlog-size", "1mb")
+    assert info(pc)["repl_backlog_size"] == 1 << 20
+    pipe = pc.pipeline(transaction=False)
+    for i in range(2000):
+        pipe.set(f"k{i}", "x" * 100)
+    pipe.execute()
+    held = info(pc)
+    assert held["repl_backlog_histlen"] > 200_000
+    assert held["repl_backlog_first_byte_offset"] < held["master_repl_offset"] - 200_000
+    stats = info(pc, "stats")
+    rep.stopped = False
+    rep.start()
+    rc = rep.client()
+    wait_for(lambda: link_up(rc), what="the restarted replica's link")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.dbsize() == pc.dbsize() == 2001
+    after = info(pc, "stats")
+    assert after["sync_partial_ok"] == stats["sync_partial_ok"] + 1, "continued from the backlog"
+    assert after["sync_full"] == stats["sync_full"]
+    pc.config_set("repl-backlog-size", "16kb")
+    shrunk = info(pc)
+    assert shrunk["repl_backlog_size"] == shrunk["repl_backlog_histlen"] == 16384
+    assert shrunk["repl_backlog_first_byte_offset"] == shrunk["master_repl_offset"] - 16384 + 1
+    pc.set("after", "2")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    assert rc.get("after") == b"2"
+
+
 def test_replicaof_no_one_promotes_and_a_chained_replica_follows(server_factory):
     p, pc, r1, r1c = pair(server_factory)
     # r2 replicates r1 (a chain): it gets the primary's stream through r1.

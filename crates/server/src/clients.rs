@@ -6,7 +6,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
 };
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -40,8 +40,71 @@ pub fn defer_stream_wakes() {
     DEFERRED_WAKES.with(|d| d.borrow_mut().get_or_insert_with(Vec::new).clear());
 }
 
-/// Sends the wakes deferred during this turn (an event loop, before it polls).
+/// Work a producer leaves for the end of its thread's event-loop turn (the replication
+/// stream's writes to its replicas, once per turn as Redis does in `beforeSleep`).
+pub trait TurnEnd: Send + Sync {
+    fn turn_end(&self);
+}
+
+thread_local! {
+    /// The hooks to run at the end of this thread's turn (each once, however often it asked).
+    static TURN_END: std::cell::RefCell<Vec<Arc<dyn TurnEnd>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// This thread's event loop polls no longer than [`poll_timeout`] says.
+    static TURN_END_TIMERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The latest time by which a turn must end (its hooks run), asked with [`at_turn_end_by`].
+    static TURN_END_BY: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Marks this thread's event loop as one that bounds its poll with [`poll_timeout`].
+pub fn allow_turn_end_timers() {
+    TURN_END_TIMERS.with(|t| t.set(true));
+}
+
+/// Runs `hook` at the end of a turn that ends by `at` at the latest (this thread's event loop
+/// polls no longer); false (nothing kept) when this thread cannot promise that.
+pub fn at_turn_end_by(hook: &Arc<dyn TurnEnd>, at: Instant) -> bool {
+    if !TURN_END_TIMERS.with(|t| t.get()) || !at_turn_end(hook) {
+        return false;
+    }
+    TURN_END_BY.with(|by| by.set(Some(by.get().map_or(at, |b| b.min(at)))));
+    true
+}
+
+/// An event loop's poll timeout: `timeout`, shortened to the time left until a turn must end.
+pub fn poll_timeout(timeout: Option<Duration>) -> Option<Duration> {
+    match TURN_END_BY.with(|by| by.get()) {
+        None => timeout,
+        Some(at) => {
+            let left = at.saturating_duration_since(Instant::now());
+            Some(timeout.map_or(left, |t| t.min(left)))
+        }
+    }
+}
+
+/// Runs `hook` at the end of this thread's event-loop turn; false (nothing kept) when this
+/// thread runs no event loop, so the caller does the work now.
+pub fn at_turn_end(hook: &Arc<dyn TurnEnd>) -> bool {
+    let in_loop = DEFERRED_WAKES.with(|d| d.borrow().is_some());
+    if in_loop {
+        TURN_END.with(|t| {
+            let mut t = t.borrow_mut();
+            if !t.iter().any(|h| Arc::ptr_eq(h, hook)) {
+                t.push(hook.clone());
+            }
+        });
+    }
+    in_loop
+}
+
+/// Runs the turn-end hooks, then sends the wakes deferred during this turn (an event loop,
+/// before it polls).
 pub fn send_deferred_wakes() {
+    TURN_END_BY.with(|by| by.set(None));
+    let hooks = TURN_END.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    for hook in hooks {
+        hook.turn_end();
+    }
     let wakes = DEFERRED_WAKES.with(|d| d.borrow_mut().as_mut().map(std::mem::take));
     for (waker, token, id) in wakes.into_iter().flatten() {
         waker.request_mail(token, id);
@@ -88,6 +151,8 @@ pub struct ClientInfo {
     pub subscriptions: AtomicUsize,
     /// The connection is gone (left the registry): a tracking REDIRECT to it is broken.
     closed: AtomicBool,
+    /// `flush_stream` is writing to the fd (changed under the mailbox lock).
+    writing: AtomicBool,
     /// CLIENT REPLY OFF/SKIP covers the command now running: if it replies later from another
     /// thread (SQL), that reply is dropped. Set by the session before each command.
     mute_deferred: AtomicBool,
@@ -222,6 +287,7 @@ impl ClientInfo {
             has_mail: AtomicBool::new(false),
             subscriptions: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            writing: AtomicBool::new(false),
             mute_deferred: AtomicBool::new(false),
             lib_name: Mutex::new(None),
             lib_ver: Mutex::new(None),
@@ -317,7 +383,16 @@ impl ClientInfo {
     /// Takes the mail posted so far (the owning thread, when woken).
     pub fn take_mail(&self) -> Mail {
         let mut mail = self.mailbox.lock();
+        if self.writing.load(Relaxed) {
+            // `flush_stream` is writing earlier bytes: these wait for it (it wakes us after).
+            return Mail::default();
+        }
         self.has_mail.store(false, Relaxed);
+        if self.state.flags.load(Relaxed) & client_flags::REPLICA != 0 {
+            // Counted as unsent until the owner publishes its output buffer (which then holds
+            // these bytes): `flush_stream` must not write past them in the meantime.
+            self.omem.fetch_add(mail.bytes.len() as u64, Relaxed);
+        }
         std::mem::take(&mut *mail)
     }
 
@@ -339,21 +414,90 @@ impl ClientInfo {
             (first, mail.bytes.len() + self.omem.load(Relaxed) as usize)
         };
         if first {
-            if let Some(n) = &self.notifier {
-                let token = self.token.load(Relaxed);
-                let deferred = DEFERRED_WAKES.with(|d| match d.borrow_mut().as_mut() {
-                    Some(list) if list.len() < MAX_DEFERRED_WAKES => {
-                        list.push((n.clone(), token, self.id));
-                        true
-                    }
-                    _ => false,
-                });
-                if !deferred {
-                    n.request_mail(token, self.id);
-                }
-            }
+            self.wake_for_stream();
         }
         pending
+    }
+
+    /// Wakes the connection's thread for stream mail, at the end of this thread's event-loop
+    /// turn when it runs one.
+    fn wake_for_stream(&self) {
+        if let Some(n) = &self.notifier {
+            let token = self.token.load(Relaxed);
+            let deferred = DEFERRED_WAKES.with(|d| match d.borrow_mut().as_mut() {
+                Some(list) if list.len() < MAX_DEFERRED_WAKES => {
+                    list.push((n.clone(), token, self.id));
+                    true
+                }
+                _ => false,
+            });
+            if !deferred {
+                n.request_mail(token, self.id);
+            }
+        }
+    }
+
+    /// Queues stream bytes (`parts`, in order) for a replica's connection, as
+    /// [`post_stream`](Self::post_stream) does; with `wake` false its thread is not woken: the
+    /// caller sends them with [`flush_stream`](Self::flush_stream) once it holds no lock.
+    /// Returns the bytes left unsent; None when the connection is closed.
+    pub fn queue_stream(&self, parts: [&[u8]; 2], wake: bool) -> Option<usize> {
+        let mut mail = self.mailbox.lock();
+        if self.closed() {
+            return None;
+        }
+        let first = mail.bytes.is_empty() && !mail.resume;
+        for part in parts {
+            mail.bytes.extend_from_slice(part);
+        }
+        self.has_mail.store(true, Relaxed);
+        let pending = mail.bytes.len() + self.omem.load(Relaxed) as usize;
+        drop(mail);
+        if wake && first {
+            self.wake_for_stream();
+        }
+        Some(pending)
+    }
+
+    /// Writes a replica connection's queued stream bytes to its socket from this thread when
+    /// nothing else waits to go out on it (its output buffer is empty), which saves waking the
+    /// connection's own thread; otherwise, or for what the socket does not take, that thread
+    /// is woken to write them. The write holds no lock (a thread descheduled in it stalls
+    /// nobody): `writing` keeps the owner from taking mail meanwhile, and the connection from
+    /// closing its fd.
+    pub fn flush_stream(&self) {
+        let bytes = {
+            let mut mail = self.mailbox.lock();
+            if self.closed() || self.writing.load(Relaxed) || mail.bytes.is_empty() {
+                return;
+            }
+            if mail.resume || self.omem.load(Relaxed) != 0 || self.fd < 0 {
+                drop(mail);
+                self.wake_for_stream();
+                return;
+            }
+            self.writing.store(true, Relaxed);
+            self.has_mail.store(false, Relaxed);
+            std::mem::take(&mut mail.bytes)
+        };
+        let written = send_nonblocking(self.fd, [&bytes, &[]]);
+        let mut mail = self.mailbox.lock();
+        self.writing.store(false, Relaxed);
+        if written < bytes.len() {
+            let mut rest = bytes[written..].to_vec();
+            rest.extend_from_slice(&mail.bytes);
+            mail.bytes = rest;
+        } else if mail.bytes.is_empty() {
+            // Its space serves the next turn.
+            let mut bytes = bytes;
+            bytes.clear();
+            mail.bytes = bytes;
+        }
+        if !mail.bytes.is_empty() {
+            self.has_mail.store(true, Relaxed);
+            drop(mail);
+            self.wake_for_stream();
+        }
     }
 
     #[inline]
@@ -545,7 +689,17 @@ impl ClientRegistry {
     pub fn unregister(&self, id: u64) -> Option<Arc<ClientInfo>> {
         let removed = self.map.lock().remove(&id);
         if let Some(c) = &removed {
-            c.closed.store(true, Relaxed);
+            // Under its mailbox lock, once no `flush_stream` writes to its fd: none starts
+            // after this, and the fd is closed after it.
+            loop {
+                let _mail = c.mailbox.lock();
+                if !c.writing.load(Relaxed) {
+                    c.closed.store(true, Relaxed);
+                    break;
+                }
+                drop(_mail);
+                std::thread::yield_now();
+            }
             self.count.fetch_sub(1, Relaxed);
         }
         removed
@@ -635,9 +789,68 @@ pub fn peer_gone(fd: i32) -> bool {
     n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
+/// One non-blocking `sendmsg` of `parts` to socket `fd`; the bytes it took (0 on any error:
+/// the caller posts them, and the connection's thread meets the error itself).
+fn send_nonblocking(fd: i32, parts: [&[u8]; 2]) -> usize {
+    let iov = parts.map(|p| libc::iovec {
+        iov_base: p.as_ptr() as *mut libc::c_void,
+        iov_len: p.len(),
+    });
+    // SAFETY: a zeroed msghdr is valid; it points at `iov`, which lives across the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = if parts[1].is_empty() { 1 } else { 2 };
+    loop {
+        // SAFETY: `fd` is an open socket (the caller holds off its close) and `msg` is valid.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return n as usize;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Count(AtomicUsize);
+
+    impl TurnEnd for Count {
+        fn turn_end(&self) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_turn_end_hook_runs_once_per_turn_and_a_time_asked_bounds_the_poll() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let hook: Arc<dyn TurnEnd> = count.clone();
+        // Off an event loop nothing is kept: the caller does the work now.
+        assert!(!at_turn_end(&hook));
+        assert!(!at_turn_end_by(&hook, Instant::now()));
+        defer_stream_wakes();
+        assert!(at_turn_end(&hook) && at_turn_end(&hook));
+        // A loop that does not bound its poll cannot promise a time.
+        assert!(!at_turn_end_by(&hook, Instant::now()));
+        send_deferred_wakes();
+        assert_eq!(count.0.load(Relaxed), 1);
+        allow_turn_end_timers();
+        assert_eq!(poll_timeout(None), None);
+        assert!(at_turn_end_by(
+            &hook,
+            Instant::now() + Duration::from_millis(50)
+        ));
+        let bounded = poll_timeout(None).expect("bounded");
+        assert!(bounded <= Duration::from_millis(50), "{bounded:?}");
+        let short = Duration::from_millis(1);
+        assert_eq!(poll_timeout(Some(short)), Some(short));
+        send_deferred_wakes();
+        assert_eq!(count.0.load(Relaxed), 2);
+        assert_eq!(poll_timeout(None), None);
+    }
 
     fn client(reg: &ClientRegistry, addr: &str, laddr: &str) -> Arc<ClientInfo> {
         let c = Arc::new(ClientInfo::new(

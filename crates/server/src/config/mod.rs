@@ -163,6 +163,8 @@ pub struct ReplConfig {
     /// Seconds.
     pub min_replicas_max_lag: u64,
     pub repl_backlog_size: u64,
+    /// Microseconds a primary may hold stream bytes for its caught-up replicas.
+    pub repl_send_delay_us: u64,
     /// Seconds.
     pub repl_ping_replica_period: u64,
     /// Seconds.

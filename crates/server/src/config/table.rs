@@ -1196,6 +1196,23 @@ pub static SETTINGS: &[Setting] = &[
     ),
     mutable(
         fixed(
+            "repl-send-delay-us",
+            "MICROSECONDS",
+            "Microseconds a primary may hold the stream for replicas it sent to less than that \
+             ago, to send it in fewer, larger writes (0: at the end of every event-loop turn).",
+            DefaultValue::Text("200"),
+            Kind::Int,
+            |c, v| {
+                c.repl.repl_send_delay_us = parse_int_in(v, 0, 1_000_000)? as u64;
+                Ok(())
+            },
+            |c| c.repl.repl_send_delay_us.to_string(),
+        ),
+        |s, c| c.repl.repl_send_delay_us = s.repl.read().repl_send_delay_us,
+        |s, c| s.repl.write().repl_send_delay_us = c.repl.repl_send_delay_us,
+    ),
+    mutable(
+        fixed(
             "repl-ping-replica-period",
             "SECONDS",
             "Seconds between the PINGs a primary sends its replicas when it has nothing else \

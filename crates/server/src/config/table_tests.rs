@@ -74,6 +74,7 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("min-replicas-to-write", "2", "2"),
     ("min-replicas-max-lag", "5", "5"),
     ("repl-backlog-size", "2mb", "2097152"),
+    ("repl-send-delay-us", "500", "500"),
     ("repl-ping-replica-period", "3", "3"),
     ("repl-timeout", "30", "30"),
     ("replica-priority", "0", "0"),

@@ -53,6 +53,8 @@ impl DoneQueue {
 
 /// A worker thread's body.
 pub(crate) fn worker(jobs: Arc<JobQueue>, done: Arc<DoneQueue>) {
+    // A job is a turn: stream sends and wakes it causes go once, when it ends.
+    crate::clients::defer_stream_wakes();
     loop {
         let job = {
             let mut q = jobs.queue.lock();
@@ -67,6 +69,7 @@ pub(crate) fn worker(jobs: Arc<JobQueue>, done: Arc<DoneQueue>) {
             }
         };
         let result = job.run();
+        crate::clients::send_deferred_wakes();
         let was_empty = {
             let mut d = done.done.lock();
             let was_empty = d.is_empty();

@@ -116,6 +116,7 @@ impl EventLoop {
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         crate::clients::defer_stream_wakes();
+        crate::clients::allow_turn_end_timers();
         loop {
             crate::clients::send_deferred_wakes();
             let timeout = if !self.again.is_empty() {
@@ -126,6 +127,8 @@ impl EventLoop {
                         .min(Duration::from_millis(50))
                 })
             };
+            // A turn-end hook may ask to run again soon (the replication stream's send delay).
+            let timeout = crate::clients::poll_timeout(timeout);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     error!("poll: {e}");

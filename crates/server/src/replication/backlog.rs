@@ -56,11 +56,32 @@ impl Backlog {
         self.buf.capacity()
     }
 
+    /// Whether the ring's memory is taken (it is on first use).
+    pub fn allocated(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Memory for a ring of `capacity` bytes, written once so that its pages are mapped now
+    /// rather than by the first appends (a page fault every 4 kB on the write path).
+    pub fn memory_for(capacity: usize) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(capacity.max(1));
+        buf.resize(capacity.max(1), 1);
+        buf
+    }
+
+    /// Takes `buf` (from [`memory_for`](Self::memory_for) its capacity) as the ring's memory,
+    /// unless it has its own already.
+    pub fn provide(&mut self, buf: Vec<u8>) {
+        if self.buf.is_empty() && buf.len() == self.capacity {
+            self.buf = buf;
+        }
+    }
+
     /// Appends stream bytes; the oldest go when the ring is full.
     pub fn append(&mut self, mut bytes: &[u8]) {
         if self.buf.is_empty() {
             // Taken on first use: a server that never has a replica holds no ring.
-            self.buf = vec![0; self.capacity];
+            self.buf = Self::memory_for(self.capacity);
         }
         if bytes.len() > self.capacity {
             let skip = bytes.len() - self.capacity;
@@ -106,6 +127,37 @@ impl Backlog {
         Ok(n)
     }
 
+    /// The bytes from offset `from` to the end, as the ring holds them (in two parts when
+    /// they wrap around).
+    pub fn slices(&self, from: u64) -> Result<[&[u8]; 2], OutOfRange> {
+        if from < self.start() || from > self.end {
+            return Err(OutOfRange);
+        }
+        let n = (self.end - from) as usize;
+        if n == 0 {
+            return Ok([&[], &[]]);
+        }
+        let at = self.pos(from);
+        let first = (self.buf.len() - at).min(n);
+        Ok([&self.buf[at..at + first], &self.buf[..n - first]])
+    }
+
+    /// Changes the capacity (CONFIG SET repl-backlog-size), keeping the newest bytes that fit
+    /// at their offsets.
+    pub fn resize(&mut self, capacity: usize) {
+        let capacity = capacity.max(1);
+        if capacity == self.capacity {
+            return;
+        }
+        let keep = self.len.min(capacity);
+        let mut held = Vec::with_capacity(keep);
+        let _ = self.read(self.end - keep as u64, keep, &mut held);
+        *self = Backlog::new(capacity, self.end - keep as u64);
+        if keep > 0 {
+            self.append(&held);
+        }
+    }
+
     /// Drops what is held and starts the stream over at `offset` (nobody can continue from
     /// before it). A new capacity takes effect here.
     pub fn reset(&mut self, offset: u64, capacity: usize) {
@@ -128,11 +180,14 @@ mod tests {
             let n = b.read(from, usize::MAX, &mut out).expect("in range");
             assert_eq!(n as u64, b.end() - from);
             assert_eq!(&out[..], &stream[(from - base) as usize..]);
+            let [a, b2] = b.slices(from).expect("in range");
+            assert_eq!([a, b2].concat(), out);
         }
         if start > 0 {
             assert_eq!(b.read(start - 1, 10, &mut Vec::new()), Err(OutOfRange));
         }
         assert_eq!(b.read(b.end() + 1, 10, &mut Vec::new()), Err(OutOfRange));
+        assert_eq!(b.slices(b.end() + 1), Err(OutOfRange));
     }
 
     #[test]
@@ -154,6 +209,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_resize_keeps_the_newest_bytes_at_their_offsets() {
+        let stream: Vec<u8> = (0..100u8).collect();
+        let mut b = Backlog::new(16, 5);
+        b.append(&stream[..40]);
+        b.resize(8);
+        check(&b, &stream[..40], 5);
+        b.append(&stream[40..50]);
+        check(&b, &stream[..50], 5);
+        b.resize(32);
+        assert_eq!(b.len(), 8);
+        b.append(&stream[50..]);
+        check(&b, &stream, 5);
+        let mut unused = Backlog::new(16, 0);
+        unused.resize(64);
+        assert_eq!((unused.capacity(), unused.memory()), (64, 0));
     }
 
     #[test]

@@ -17,6 +17,14 @@
 use resp::reply;
 use store::{Change, ChangeKind};
 
+thread_local! {
+    /// The record of a REPL.PUT being encoded.
+    static RECORD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The capacity `RECORD` keeps between changes (a larger one, for a large value, is freed).
+const RECORD_KEPT: usize = 64 << 10;
+
 /// Appends the command for `change`; a shard's flush (told once for every shard, see
 /// `encode_flush`) appends nothing and returns false.
 pub fn encode_change(change: &Change<'_>, out: &mut Vec<u8>) -> bool {
@@ -29,9 +37,17 @@ pub fn encode_change(change: &Change<'_>, out: &mut Vec<u8>) -> bool {
     match change.kind {
         ChangeKind::Set(item) => {
             header(out, b"REPL.PUT", 1);
-            let mut bytes = Vec::with_capacity(item.key().len() + item.value().len() + 32);
-            store::snapshot::encode_record(item, &mut bytes);
-            reply::bulk(out, &bytes);
+            // The record is encoded into a buffer kept by the thread, not one allocated per
+            // change: every SET on a primary with replicas comes through here.
+            RECORD.with(|bytes| {
+                let mut bytes = bytes.borrow_mut();
+                bytes.clear();
+                store::snapshot::encode_record(item, &mut bytes);
+                reply::bulk(out, &bytes);
+                if bytes.capacity() > RECORD_KEPT {
+                    *bytes = Vec::new();
+                }
+            });
         }
         ChangeKind::Ttl { expire_at, cas } => {
             header(out, b"REPL.TTL", 3);

@@ -3,9 +3,9 @@
 //! (`+FULLRESYNC`, a snapshot streamed as it is written, then the stream from the offset it
 //! was noted at). A thread per replica sends the snapshot, then catches the replica up from
 //! the backlog as fast as its connection drains (bounded: it waits while more than
-//! `MAX_PENDING` bytes are unsent) and hands it to the live set (`Feed::live`), where each
-//! append is posted to it directly; it takes over again if the stream outruns the
-//! connection.
+//! `MAX_PENDING` bytes are unsent) and hands it to the live set (`Feed::live`), which the
+//! appending threads send to directly, once per event-loop turn; it takes over again if the
+//! stream outruns the connection.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -57,7 +57,8 @@ impl Replication {
         let from = offset - 1;
         let partial = from >= 0 && {
             let ids = self.ids.lock();
-            let feed = self.backlog.lock();
+            let mut feed = self.backlog.lock();
+            self.apply_backlog_size(&mut feed);
             let b = &feed.ring;
             let from = from as u64;
             let known = replid == ids.replid.as_bytes()
@@ -107,7 +108,7 @@ impl Replication {
     fn serve(self: &Arc<Self>, info: &Arc<ReplicaInfo>, partial_from: Option<u64>) {
         self.catch_up(info, partial_from);
         let mut feed = self.backlog.lock();
-        feed.live.retain(|r| !Arc::ptr_eq(r, info));
+        feed.live.retain(|r| !Arc::ptr_eq(&r.info, info));
         info.live.store(false, Relaxed);
     }
 
@@ -151,9 +152,12 @@ impl Replication {
                         return;
                     }
                     Ok(0) => {
-                        // Caught up: from the next append on the stream posts to it.
+                        // Caught up: from the next append on the stream sends to it.
                         info.live.store(true, Relaxed);
-                        feed.live.push(Arc::clone(info));
+                        feed.live.push(super::Live {
+                            info: Arc::clone(info),
+                            sent: pos,
+                        });
                         continue;
                     }
                     Ok(_) => {}

@@ -24,6 +24,15 @@ impl Replication {
     /// Starts the stream unless it runs: from this call on every change is encoded into the
     /// backlog, at an offset past the current one.
     pub(crate) fn start_stream(self: &Arc<Self>) {
+        // The ring's memory is taken here (a replica's sync), not by the tap on a write.
+        let (capacity, allocated) = {
+            let feed = self.backlog.lock();
+            (feed.ring.capacity(), feed.ring.allocated())
+        };
+        if !allocated {
+            let buf = super::backlog::Backlog::memory_for(capacity);
+            self.backlog.lock().ring.provide(buf);
+        }
         self.store.set_listening(Listener::Replication, true);
         self.start_ticker();
     }
@@ -100,6 +109,7 @@ impl Replication {
                 self.serve_waiters();
             }
             self.drop_silent_replicas();
+            self.apply_backlog_size(&mut self.backlog.lock());
             std::thread::sleep(TICK);
         }
     }
