@@ -22,6 +22,7 @@ mod item;
 mod moves;
 mod scan;
 mod shard;
+mod slots;
 pub mod snapshot;
 mod table;
 pub mod tags;
