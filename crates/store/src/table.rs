@@ -15,7 +15,6 @@
 //! average where doubling at 3/4 cost ~15.4 (docs/memory.md).
 
 use crate::item::ItemPtr;
-use crate::slots::Slots;
 
 const EMPTY: u64 = 0;
 const TOMBSTONE: u64 = 1;
@@ -52,7 +51,7 @@ pub(crate) fn slot_addr(slot: u64) -> Option<ItemPtr> {
 }
 
 pub(crate) struct Table {
-    slots: Slots,
+    slots: Box<[u64]>,
     len: usize,
     /// Records whose slot has the expiry bit (the volatile-* policies' candidates).
     expiring: usize,
@@ -76,7 +75,7 @@ impl Table {
     fn with_capacity(capacity: usize) -> Table {
         debug_assert!(capacity % MIN_CAPACITY == 0 && capacity as u64 <= u32::MAX as u64);
         Table {
-            slots: Slots::zeroed(capacity),
+            slots: vec![EMPTY; capacity].into_boxed_slice(),
             len: 0,
             expiring: 0,
             tombstones: 0,
@@ -315,7 +314,7 @@ mod tests {
             value_len: 0,
             expire_at: None,
             flags: 0,
-            cas: 0,
+            cas: Some(0),
             version: None,
         };
         ItemPtr::new(&h, key)
