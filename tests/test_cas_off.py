@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from conftest import TARGET, RawConn
-from kit import HOST, ServerProcess
+from kit import HOST, ServerProcess, mc_stats
 
 pytestmark = pytest.mark.skipif(TARGET != "cairn", reason="starts its own cairn servers")
 
@@ -85,6 +85,9 @@ def test_records_are_eight_bytes_smaller(server_factory, cairn_no_cas):
         sizes.append(r.memory_usage(b"k" * 16))
         assert r.config_get("cas")["cas"] == ("yes" if srv is with_cas else "no")
     assert sizes[0] - sizes[1] == 8, sizes
+    # memcached's `stats settings` says so as memcached -C does.
+    assert mc_stats(cairn_no_cas.memcache_port, "settings")["cas_enabled"] == "no"
+    assert mc_stats(with_cas.memcache_port, "settings")["cas_enabled"] == "yes"
 
 
 def test_watch_sees_every_change_without_cas(cairn_no_cas):

@@ -814,7 +814,10 @@ mod tests {
         assert_eq!(without.alloc_size() + 8, with.alloc_size());
         assert!(without.alloc_size() <= 56, "{}", without.alloc_size());
         assert_eq!((without.key(), without.value()), (with.key(), with.value()));
-        assert_eq!((without.cas(), without.version(), without.has_cas()), (0, 0, false));
+        assert_eq!(
+            (without.cas(), without.version(), without.has_cas()),
+            (0, 0, false)
+        );
         without.set_cas(9);
         without.set_fresh_cas(10);
         assert_eq!(without.cas(), 0);
