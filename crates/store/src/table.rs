@@ -7,8 +7,8 @@
 //! slots become tombstones until the next rebuild, so slot positions never move under a scan, an
 //! eviction hand or a held `Entry`.
 //!
-//! A key's home slot is its 32-bit hash position scaled to the table's size (`position * capacity
-//! >> 32`, which keeps the order of positions). The position does not depend on the table size,
+//! A key's home slot is its 32-bit hash position scaled to the table's size
+//! (`(position * capacity) >> 32`, which keeps the order of positions). The position does not depend on the table size,
 //! which makes SCAN cursors stable across resizes. Capacities are any multiple of 16, not powers
 //! of two, so that the table can grow by half instead of doubling: a table is kept between about
 //! 55% and 85% full (`MAX_LOAD_*`, `GROWTH_*`), which costs ~11.6 bytes of slots per key on
@@ -73,7 +73,7 @@ impl Table {
     }
 
     fn with_capacity(capacity: usize) -> Table {
-        debug_assert!(capacity % MIN_CAPACITY == 0 && capacity as u64 <= u32::MAX as u64);
+        debug_assert!(capacity.is_multiple_of(MIN_CAPACITY) && capacity as u64 <= u32::MAX as u64);
         Table {
             slots: vec![EMPTY; capacity].into_boxed_slice(),
             len: 0,
@@ -369,7 +369,7 @@ mod tests {
             assert!(t.len() * MAX_LOAD_DEN <= t.capacity() * MAX_LOAD_NUM);
         }
         assert!(least > 0.55, "{least}");
-        assert!(t.capacity() % MIN_CAPACITY == 0 && !t.capacity().is_power_of_two());
+        assert!(t.capacity().is_multiple_of(MIN_CAPACITY) && !t.capacity().is_power_of_two());
     }
 
     #[test]
