@@ -8,9 +8,9 @@
 //! [ntags:u8 (type:u32 value:i64)*] [version:u64] [cas:u64] key value
 //! ```
 //! The key length's low bit says the record has no `cas` (a store run with `--cas no`, as
-//! memcached's `-C`: 8 bytes less, which takes a 16-byte key with a 32-byte value from a 64-byte
-//! to a 56-byte allocation); it then has no `version` either, and WATCH compares the shard's
-//! change number instead (`Store::watch_version`).
+//! memcached's `-C`: 8 bytes less, which saves an allocator class where it crosses one, e.g. a
+//! 16-byte key with a 40-byte value goes from 80 to 64 bytes); it then has no `version` either,
+//! and WATCH compares the shard's change number instead (`Store::watch_version`).
 //! `expire_ms` is present only when the record was written with a deadline (0 then means "none"
 //! after a PERSIST, so a deadline can be changed in place); `flags` (memcached's client flags)
 //! only when non-zero. `cas` is the version clients see (memcached CAS); every write gives it a
