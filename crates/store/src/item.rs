@@ -265,6 +265,7 @@ impl ItemPtr {
         self.0.as_ptr() as usize
     }
 
+    #[inline(always)]
     fn offsets(self) -> Offsets {
         let p = self.0.as_ptr();
         // SAFETY: the record is live (callers hold the shard lock) and its header well formed.
