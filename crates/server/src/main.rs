@@ -265,8 +265,8 @@ const MI_OPTION_PAGE_RECLAIM_ON_FREE: libc::c_int = 35;
 /// one of its blocks. With two I/O threads writing 1M small keys, RSS was 16-25 bytes per key
 /// above what the records and index take (1.5 with one thread): that reclaiming left pages part
 /// empty. Off, ~9 B/key less (docs/memory.md); the page is still reused, by the next allocation
-/// that needs one. (Collecting heaps 10 times as often saved ~6 B/key more but cost 5-15% more
-/// instructions per request, so it is not done.)
+/// that needs one. (Collecting heaps 10 times as often, `generic_collect`, saved ~6 B/key more;
+/// it waits for a measure of its CPU cost alone: docs/memory.md.)
 fn tune_allocator() {
     // SAFETY: sets one integer option before any thread but this one exists.
     unsafe { mi_option_set(MI_OPTION_PAGE_RECLAIM_ON_FREE, -1) };
