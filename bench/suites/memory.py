@@ -30,6 +30,9 @@ def run(opts, runner, machine):
     n = NPROC
     configs = [("32B", 32), ("1KB", 1024)]
     specs = [x for x in server_specs() if x[0] in (f"cairn-{n}t", "redis", f"memcached-{n}t")]
+    # Records without CAS (memcached's -C), right after the default row (figures.py reads that).
+    specs.insert(1, (f"cairn-{n}t-nocas", "cairn", f"cairn reactor {n}t --cas no",
+                     ["--threads", str(n), "--cas", "no"]))
     labels = {x[0]: x[2] for x in specs}
     try:
         for cname, vsize in configs:

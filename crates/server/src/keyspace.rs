@@ -58,7 +58,8 @@ pub fn store_tagged(e: &mut Entry<'_>, args: &StoreArgs<'_>, tags: &[Tag]) -> St
     if let Some(cas) = args.cas {
         match old {
             None => return StoreOutcome::NotFound,
-            Some(item) if item.cas() != cas => return StoreOutcome::Exists,
+            // Without CAS (`--cas no`) nothing matches, as with memcached's `-C`.
+            Some(item) if item.cas() != cas || !item.has_cas() => return StoreOutcome::Exists,
             Some(_) => {}
         }
     }

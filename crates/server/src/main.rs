@@ -17,6 +17,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     disable_transparent_huge_pages();
+    tune_allocator();
     let config = match Config::load() {
         Ok(c) => c,
         Err(ConfigError::Args(e)) => e.exit(),
@@ -248,6 +249,32 @@ fn disable_transparent_huge_pages() {
             "could not disable transparent huge pages: {}",
             std::io::Error::last_os_error()
         );
+    }
+}
+
+extern "C" {
+    /// mimalloc's option setter (in the library the allocator crate links; its Rust binding is
+    /// behind a feature that needs another crate).
+    fn mi_option_set(option: libc::c_int, value: libc::c_long);
+}
+
+/// `mi_option_generic_collect` and `mi_option_page_reclaim_on_free` in mimalloc 3.3
+/// (`mimalloc.h`, enum `mi_option_e`).
+const MI_OPTION_GENERIC_COLLECT: libc::c_int = 34;
+const MI_OPTION_PAGE_RECLAIM_ON_FREE: libc::c_int = 35;
+
+/// Two mimalloc options that cost RSS when I/O threads share the records (docs/memory.md): with
+/// two threads writing 1M small keys, RSS was 16-25 bytes per key above what the records and
+/// index take, against 1.5 with one thread. Taking an abandoned (full) page back into the heap
+/// of a thread that frees one of its blocks left pages part empty (off: ~9 B/key less; the page
+/// is still reused, by the next allocation that needs one), and collecting a thread's heap
+/// every 1,000 slow-path allocations instead of 10,000 gives its emptied pages back sooner
+/// (~6 B/key less; the same instructions per request within 1%, callgrind).
+fn tune_allocator() {
+    // SAFETY: sets integer options before any thread but this one exists.
+    unsafe {
+        mi_option_set(MI_OPTION_PAGE_RECLAIM_ON_FREE, -1);
+        mi_option_set(MI_OPTION_GENERIC_COLLECT, 1000);
     }
 }
 

@@ -55,6 +55,7 @@ impl Shared {
             policy: config.maxmemory_policy,
             background: true,
             change_backlog: config.changes_backlog_size,
+            cas: config.cas,
         });
         let tracking = Arc::new(crate::tracking::Tracking::new(
             store.clone(),

@@ -20,6 +20,7 @@ fn store(maxmemory: u64, change_backlog: u64) -> Arc<Store> {
         policy: crate::EvictionPolicy::AllKeysLru,
         background: false,
         change_backlog,
+        cas: true,
     })
 }
 

@@ -86,6 +86,19 @@ pub trait CycleObserver: Send + Sync {
     fn cycle_took(&self, cycle: Cycle, took: std::time::Duration);
 }
 
+/// The record's version (fresh on every change to it), or, for a record without CAS (`--cas
+/// no`), the number of the shard's last change with the top bit set: every change to any record
+/// of the shard moves it, so WATCH never misses a change to the key, at the price of aborting
+/// when another key of the same shard changed.
+fn watch_version_in(shard: &Shard, hash: KeyHash, key: &[u8]) -> Option<u64> {
+    let item = lookup(&shard.table, hash, key, None)?;
+    Some(if item.has_cas() {
+        item.version()
+    } else {
+        shard.log.seq | 1 << 63
+    })
+}
+
 /// Wall-clock time in Unix milliseconds: deadlines are absolute so EXPIREAT needs no conversion.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -106,6 +119,8 @@ pub struct StoreConfig {
     /// Bytes the change backlogs may hold, all logs together (kept only while a cursor
     /// consumer is registered).
     pub change_backlog: u64,
+    /// Records carry a CAS (memcached `gets`, `cas`); false (`--cas no`) saves 8 bytes a record.
+    pub cas: bool,
 }
 
 /// Default bound of the change backlogs: Redis's default `repl-backlog-size`.
@@ -119,6 +134,7 @@ impl Default for StoreConfig {
             policy: EvictionPolicy::default(),
             background: true,
             change_backlog: DEFAULT_CHANGE_BACKLOG,
+            cas: true,
         }
     }
 }
@@ -223,6 +239,8 @@ pub struct Store {
     /// Replica mode: the store never expires nor evicts on its own; its primary's deletions
     /// do (docs/replication.md, "Design").
     replica: std::sync::atomic::AtomicBool,
+    /// Whether new records carry a CAS (`StoreConfig::cas`).
+    keeps_cas: bool,
 }
 
 impl Store {
@@ -261,6 +279,7 @@ impl Store {
             backlog_used: AtomicI64::new(0),
             cycle_observer: std::sync::OnceLock::new(),
             replica: std::sync::atomic::AtomicBool::new(false),
+            keeps_cas: config.cas,
         });
         if config.background {
             background::spawn(&store, garbage);
@@ -363,6 +382,19 @@ impl Store {
     #[inline]
     pub fn replica_mode(&self) -> bool {
         self.replica.load(Ordering::Relaxed)
+    }
+
+    /// Whether records carry a CAS (false under `--cas no`).
+    pub fn keeps_cas(&self) -> bool {
+        self.keeps_cas
+    }
+
+    /// What WATCH remembers of `key` and EXEC compares: None when there is no record, else a
+    /// number that changes whenever the record does (see `watch_version_in`).
+    pub fn watch_version(&self, key: &[u8]) -> Option<u64> {
+        let hash = self.hash(key);
+        let shard = self.shards[self.shard_of(hash)].lock.read();
+        watch_version_in(&shard, hash, key)
     }
 
     pub fn policy(&self) -> EvictionPolicy {
@@ -654,6 +686,13 @@ impl<'s> Locked<'s> {
         f(item)
     }
 
+    /// As `Store::watch_version`, on a held shard.
+    pub fn watch_version(&mut self, key: &[u8]) -> Option<u64> {
+        let hash = self.store.hash(key);
+        let (_, shard) = self.guard(key);
+        watch_version_in(shard, hash, key)
+    }
+
     /// As `Store::peek`, on a held shard.
     pub fn peek<R>(&mut self, key: &[u8], f: impl FnOnce(Option<Item<'_>>) -> R) -> R {
         let hash = self.store.hash(key);
@@ -747,6 +786,14 @@ impl<'a, 's> Db<'a, 's> {
         match self {
             Db::Shared(store, author) => store.write(*author, key, f),
             Db::Locked(locked) => locked.write(key, f),
+        }
+    }
+
+    /// See `Store::watch_version`.
+    pub fn watch_version(&mut self, key: &[u8]) -> Option<u64> {
+        match self {
+            Db::Shared(store, _) => store.watch_version(key),
+            Db::Locked(locked) => locked.watch_version(key),
         }
     }
 

@@ -386,6 +386,10 @@ impl<'a> Entry<'a> {
             }
             Put::Load { cas } => (cas, None),
         };
+        // `--cas no`: the record carries neither, clients see CAS 0 (the counter still moves:
+        // it numbers the shard's writes).
+        let keeps_cas = self.store.keeps_cas();
+        let cas = if keeps_cas { cas } else { 0 };
         let header = Header {
             tags,
             kind,
@@ -393,8 +397,8 @@ impl<'a> Entry<'a> {
             value_len,
             expire_at,
             flags,
-            cas,
-            version,
+            cas: keeps_cas.then_some(cas),
+            version: version.filter(|_| keeps_cas),
         };
         let new_charge = charge(header.alloc_size()) + ENTRY_COST * tags.len();
         let old_charge = match self.probe {
@@ -599,6 +603,10 @@ impl<'a> Entry<'a> {
         };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
         crate::evict::access(item, self.store.policy().is_lfu());
+        if !item.has_cas() {
+            // No CAS to keep (`--cas no`): a plain deadline change, in place where it can be.
+            return self.set_expire(expire_at);
+        }
         let cas = item.cas();
         let in_place = item.has_version_field()
             && (expire_at.is_none() || item.has_expire_field())
@@ -673,7 +681,7 @@ impl<'a> Entry<'a> {
             return false;
         };
         let item = self.shard.table.item_at(i).expect("found slot is occupied");
-        if item.cas() == cas {
+        if item.cas() == cas || !item.has_cas() {
             return true;
         }
         // Without room for the 8 more bytes of a version field, the client's CAS still

@@ -7,8 +7,12 @@
 //! slots become tombstones until the next rebuild, so slot positions never move under a scan, an
 //! eviction hand or a held `Entry`.
 //!
-//! A key's home slot comes from the top bits of a 32-bit hash position. The position does not
-//! depend on the table size, which makes SCAN cursors stable across resizes.
+//! A key's home slot is its 32-bit hash position scaled to the table's size
+//! (`(position * capacity) >> 32`, which keeps the order of positions). The position does not depend on the table size,
+//! which makes SCAN cursors stable across resizes. Capacities are any multiple of 16, not powers
+//! of two, so that the table can grow by half instead of doubling: a table is kept between about
+//! 55% and 85% full (`MAX_LOAD_*`, `GROWTH_*`), which costs ~11.6 bytes of slots per key on
+//! average where doubling at 3/4 cost ~15.4 (docs/memory.md).
 
 use crate::item::ItemPtr;
 
@@ -19,6 +23,14 @@ const EXPIRE_BIT: u64 = 1 << 63;
 const TAGGED_BIT: u64 = 1 << 62;
 const TAG_MASK: u64 = 0x3fff << 48;
 const MIN_CAPACITY: usize = 16;
+/// Most slots in use (records and tombstones) before a rebuild: 85%. Linear probing then still
+/// rejects most slots by their hash tag without touching the record.
+const MAX_LOAD_NUM: usize = 17;
+const MAX_LOAD_DEN: usize = 20;
+/// A growing table takes 3/2 of its contents' needs at the maximum load, so it is ~57% full
+/// right after the rebuild.
+const GROWTH_NUM: usize = 3;
+const GROWTH_DEN: usize = 2;
 
 /// Hash of a key, split into the parts the store uses.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +56,6 @@ pub(crate) struct Table {
     /// Records whose slot has the expiry bit (the volatile-* policies' candidates).
     expiring: usize,
     tombstones: usize,
-    shift: u32,
     /// The table does not shrink below this capacity (raised while a snapshot loads, so that
     /// a table sized for what is coming is not shrunk back by the first insert).
     floor: usize,
@@ -62,15 +73,20 @@ impl Table {
     }
 
     fn with_capacity(capacity: usize) -> Table {
-        debug_assert!(capacity.is_power_of_two());
+        debug_assert!(capacity.is_multiple_of(MIN_CAPACITY) && capacity as u64 <= u32::MAX as u64);
         Table {
             slots: vec![EMPTY; capacity].into_boxed_slice(),
             len: 0,
             expiring: 0,
             tombstones: 0,
-            shift: 32 - capacity.trailing_zeros(),
             floor: MIN_CAPACITY,
         }
+    }
+
+    /// The capacity (a multiple of 16) that holds `records` at the maximum load.
+    fn capacity_for(records: usize) -> usize {
+        let slots = records * MAX_LOAD_DEN / MAX_LOAD_NUM + 1;
+        slots.next_multiple_of(MIN_CAPACITY).max(MIN_CAPACITY)
     }
 
     pub fn len(&self) -> usize {
@@ -92,8 +108,15 @@ impl Table {
     }
 
     fn home(&self, position: u32) -> usize {
-        // The shift of a 1-slot table would be 32; capacities start at 16.
-        (position >> self.shift) as usize
+        ((position as u64 * self.slots.len() as u64) >> 32) as usize
+    }
+
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
     }
 
     pub fn slot(&self, index: usize) -> u64 {
@@ -113,7 +136,6 @@ impl Table {
     }
 
     pub fn find(&self, hash: KeyHash, key: &[u8]) -> Probe {
-        let mask = self.slots.len() - 1;
         let tag = hash.tag();
         let mut i = self.home(hash.position());
         let mut vacant = None;
@@ -130,7 +152,7 @@ impl Table {
                     return Probe::Found(i);
                 }
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
     }
 
@@ -202,16 +224,17 @@ impl Table {
         old
     }
 
-    /// Whether inserting one more record needs a rebuild first (load above 3/4 with
-    /// tombstones counted, or a table at least 8 times larger than its contents).
+    /// Whether inserting one more record needs a rebuild first (load above the maximum with
+    /// tombstones counted, or a table at least 16 times larger than its contents).
     pub fn needs_rebuild(&self) -> bool {
         let cap = self.slots.len();
-        (self.len + self.tombstones + 1) * 4 > cap * 3 || (cap > self.floor && self.len * 16 < cap)
+        (self.len + self.tombstones + 1) * MAX_LOAD_DEN > cap * MAX_LOAD_NUM
+            || (cap > self.floor && self.len * 16 < cap)
     }
 
     /// Capacity a rebuild would pick for the current contents plus one.
     pub fn rebuild_capacity(&self) -> usize {
-        ((self.len + 1) * 2).next_power_of_two().max(self.floor)
+        Self::capacity_for((self.len + 1) * GROWTH_NUM / GROWTH_DEN).max(self.floor)
     }
 
     /// Sizes the table for `records` in all without a rebuild on the way, and keeps it at
@@ -221,7 +244,7 @@ impl Table {
         self.floor = if records == 0 {
             MIN_CAPACITY
         } else {
-            (records * 4 / 3 + 1).next_power_of_two().max(MIN_CAPACITY)
+            Self::capacity_for(records)
         };
         if self.floor > self.capacity() {
             let mut fresh = Table::with_capacity(self.floor);
@@ -269,9 +292,11 @@ impl Table {
         self.home(hash.position())
     }
 
-    /// Position (in the 32-bit hash space) where home slot `index` starts.
+    /// Position (in the 32-bit hash space) where home slot `index` starts: the least position
+    /// whose home is `index`.
     pub fn position_of_home(&self, index: usize) -> u64 {
-        (index as u64) << self.shift
+        let cap = self.slots.len() as u64;
+        ((index as u64) << 32).div_ceil(cap)
     }
 
     /// Frees every record. Runs on the reaper thread for flushed tables.
@@ -311,7 +336,7 @@ mod tests {
             value_len: 0,
             expire_at: None,
             flags: 0,
-            cas: 0,
+            cas: Some(0),
             version: None,
         };
         ItemPtr::new(&h, key)
@@ -351,7 +376,36 @@ mod tests {
             put(&mut t, &i.to_le_bytes());
         }
         assert_eq!(t.len(), 15_000);
-        assert!(t.capacity() >= 20_000);
+        assert!(t.capacity() * MAX_LOAD_NUM >= t.len() * MAX_LOAD_DEN);
+    }
+
+    #[test]
+    fn a_growing_table_stays_between_half_and_the_maximum_load() {
+        let mut t = Table::new();
+        let mut least = 1.0f64;
+        for i in 0..50_000u32 {
+            put(&mut t, &i.to_le_bytes());
+            if i > 1_000 {
+                least = least.min(t.len() as f64 / t.capacity() as f64);
+            }
+            assert!(t.len() * MAX_LOAD_DEN <= t.capacity() * MAX_LOAD_NUM);
+        }
+        assert!(least > 0.55, "{least}");
+        assert!(t.capacity().is_multiple_of(MIN_CAPACITY) && !t.capacity().is_power_of_two());
+    }
+
+    #[test]
+    fn home_positions_are_ordered_and_invert() {
+        for cap in [16usize, 48, 1_000_016, 16 * 12_345] {
+            let t = Table::with_capacity(cap);
+            for index in [1, 2, cap / 3, cap / 2 + 1, cap - 1] {
+                let p = t.position_of_home(index);
+                assert!(p <= u32::MAX as u64);
+                assert_eq!(t.home(p as u32), index, "cap {cap} index {index}");
+                assert_eq!(t.home(p as u32 - 1), index - 1, "cap {cap} index {index}");
+            }
+            assert_eq!(t.home(u32::MAX), cap - 1);
+        }
     }
 
     #[test]
@@ -360,7 +414,7 @@ mod tests {
         put(&mut t, b"before");
         assert!(t.reserve(10_000, hash_of) > 0);
         let reserved = t.capacity();
-        assert!(reserved * 3 >= 10_000 * 4);
+        assert!(reserved * MAX_LOAD_NUM >= 10_000 * MAX_LOAD_DEN);
         for i in 0..10_000u32 {
             put(&mut t, &i.to_le_bytes());
         }

@@ -312,6 +312,53 @@ fn concurrent_readers_and_writers_keep_the_table_consistent() {
     assert!(s.used_memory() <= 1 << 20);
 }
 
+/// `--cas no`: records carry no CAS (0 to clients, 8 bytes smaller), and WATCH's version moves
+/// with every change to the key: write, deadline (in place or not), memcached touch, delete.
+#[test]
+fn a_store_without_cas_still_versions_every_change_for_watch() {
+    let s = Store::new(StoreConfig {
+        shards: 1,
+        background: false,
+        cas: false,
+        ..StoreConfig::default()
+    });
+    assert!(!s.keeps_cas());
+    let cas = s
+        .write(A, b"k", |e| e.put(Kind::String, b"v", None, 0))
+        .unwrap();
+    assert_eq!(cas, 0);
+    s.read(b"k", |i| {
+        let i = i.unwrap();
+        assert_eq!((i.cas(), i.has_cas(), i.value()), (0, false, &b"v"[..]));
+    });
+    let mut seen = vec![s.watch_version(b"k").unwrap()];
+    let deadline = now_ms() + 100_000;
+    let changes: [&dyn Fn(); 5] = [
+        &|| {
+            s.write(A, b"k", |e| e.put(Kind::String, b"w", None, 0))
+                .unwrap();
+        },
+        &|| assert!(s.write(A, b"k", |e| e.set_expire(Some(deadline)))),
+        &|| assert!(s.write(A, b"k", |e| e.set_expire(Some(deadline + 1)))),
+        &|| assert!(s.write(A, b"k", |e| e.set_expire_keep_cas(Some(deadline + 2)))),
+        &|| {
+            s.write(A, b"k", |e| e.remove());
+            s.write(A, b"k", |e| e.put(Kind::String, b"v", None, 0))
+                .unwrap();
+        },
+    ];
+    for change in changes {
+        change();
+        let now = s.watch_version(b"k").unwrap();
+        assert!(!seen.contains(&now), "{now} already seen in {seen:?}");
+        seen.push(now);
+    }
+    // A client's CAS has nowhere to go: accepted, nothing changes.
+    assert!(s.write(A, b"k", |e| e.set_cas(5)));
+    s.read(b"k", |i| assert_eq!(i.unwrap().cas(), 0));
+    assert_eq!(s.watch_version(b"missing"), None);
+}
+
 mod tag_tests {
     use super::*;
     use crate::{Op, Predicate, Query, Tag, TagWrite};

@@ -38,8 +38,8 @@ pub fn watch(ctx: &mut Ctx<'_, '_>) {
     }
     for i in 1..ctx.argc() {
         let key = ctx.args.get(i);
-        let cas = ctx.db.read(key, |item| item.map(|i| i.version()));
-        ctx.conn.watched.push((key.to_vec(), cas));
+        let version = ctx.db.watch_version(key);
+        ctx.conn.watched.push((key.to_vec(), version));
     }
     ctx.ok()
 }
@@ -59,8 +59,8 @@ pub fn exec(ctx: &mut Ctx<'_, '_>) {
     }
     let store = ctx.db.store();
     let mut locked = store.lock_all(ctx.db.author());
-    for (key, cas) in &watched {
-        if locked.read(key, |item| item.map(|i| i.version())) != *cas {
+    for (key, version) in &watched {
+        if locked.watch_version(key) != *version {
             return ctx.nil_array();
         }
     }

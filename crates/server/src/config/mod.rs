@@ -106,6 +106,8 @@ pub struct Config {
     /// Bytes; 0 = unlimited.
     pub maxmemory: u64,
     pub maxmemory_policy: MaxmemoryPolicy,
+    /// Records carry a CAS; `--cas no` drops it (8 bytes a record), as memcached's `-C`.
+    pub cas: bool,
     pub maxclients: usize,
     pub requirepass: Option<String>,
     /// Normalised: one of trace, debug, verbose, info, notice, warning, error, nothing.
@@ -274,6 +276,7 @@ impl Config {
             workers: 1,
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::AllKeysLru,
+            cas: true,
             maxclients: 1,
             requirepass: None,
             loglevel: String::new(),

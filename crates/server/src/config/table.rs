@@ -364,6 +364,20 @@ pub static SETTINGS: &[Setting] = &[
         |s, c| c.maxmemory_policy = s.store().policy(),
         |s, c| s.store().set_policy(c.maxmemory_policy),
     ),
+    fixed(
+        "cas",
+        "yes|no",
+        "Records carry a CAS (memcached gets/cas, meta c/C). `no` saves 8 bytes a record and \
+         answers as memcached -C does: CAS 0, cas and ms C fail with EXISTS; WATCH then compares \
+         a per-shard change number, so a change to another key of the shard aborts it too.",
+        DefaultValue::Text("yes"),
+        Kind::Text,
+        |c, v| {
+            c.cas = parse_yes_no(v)?;
+            Ok(())
+        },
+        |c| yes_no(c.cas).into(),
+    ),
     mutable(
         fixed(
             "maxclients",

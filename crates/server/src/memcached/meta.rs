@@ -56,6 +56,12 @@ fn echo<'o>(mut r: MetaReply<'o>, flags: MetaFlags<'_>, key: &[u8], binary: bool
 }
 
 /// A reply that carries only the status and the echoed flags.
+/// memcached `-C` refuses a client-chosen CAS (`E`), with its own wording per command: under
+/// `--cas no` records have no CAS to set.
+fn refuses_client_cas(store: &store::Store, flags: MetaFlags<'_>) -> bool {
+    flags.has(b'E') && !store.keeps_cas()
+}
+
 fn status(out: &mut Vec<u8>, code: MetaCode, flags: MetaFlags<'_>, key: &[u8], binary: bool) {
     echo(MetaReply::new(out, code), flags, key, binary).finish();
 }
@@ -160,6 +166,9 @@ impl Exec<'_> {
         let Some(key) = Self::meta_key(self.key_buf, raw_key, flags) else {
             return response::client_error(out, "error decoding key");
         };
+        if refuses_client_cas(&self.shared.store, flags) {
+            return response::client_error(out, "invalid flag");
+        }
         let binary = flags.base64_key();
         let ttl_set = flags.has(b'T');
         let quiet = flags.quiet();
@@ -251,6 +260,9 @@ impl Exec<'_> {
         let Some(key) = Self::meta_key(self.key_buf, raw_key, flags) else {
             return response::client_error(out, "error decoding key");
         };
+        if refuses_client_cas(&self.shared.store, flags) {
+            return response::client_error(out, "invalid flag");
+        }
         let binary = flags.base64_key();
         let now = now_ms();
         let mode = flags.set_mode();
@@ -407,6 +419,9 @@ impl Exec<'_> {
         let Some(key) = Self::meta_key(self.key_buf, raw_key, flags) else {
             return response::client_error(out, "error decoding key");
         };
+        if refuses_client_cas(&self.shared.store, flags) {
+            return response::client_error(out, "invalid or duplicate flag");
+        }
         let binary = flags.base64_key();
         let now = now_ms();
         let cas_in = flags.u64(b'C');
@@ -493,6 +508,9 @@ impl Exec<'_> {
         let Some(key) = Self::meta_key(self.key_buf, raw_key, flags) else {
             return response::client_error(out, "error decoding key");
         };
+        if refuses_client_cas(&self.shared.store, flags) {
+            return response::client_error(out, "invalid or duplicate flag");
+        }
         let binary = flags.base64_key();
         let now = now_ms();
         let incr = flags.arith_mode() == memcache::ArithMode::Incr;

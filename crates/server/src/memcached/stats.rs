@@ -216,7 +216,7 @@ const SETTINGS: &[(&str, Shown)] = &[
         Shown::Mapped("memcache-unixsocket", null_if_empty),
     ),
     ("num_threads", Shown::Threads),
-    ("cas_enabled", Shown::Fixed("yes")),
+    ("cas_enabled", Shown::Setting("cas")),
     ("item_size_max", Shown::Setting("max-value-size")),
     ("flush_enabled", Shown::Fixed("yes")),
 ];
