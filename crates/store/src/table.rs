@@ -159,7 +159,6 @@ impl Table {
     /// The first record on `hash`'s probe path whose slot carries the hash's tag and which
     /// `accept` takes: how a side structure that keeps hashes, not keys, finds its record again.
     pub fn find_by_hash(&self, hash: KeyHash, accept: impl Fn(ItemPtr) -> bool) -> Option<usize> {
-        let mask = self.slots.len() - 1;
         let tag = hash.tag();
         let mut i = self.home(hash.position());
         for _ in 0..self.slots.len() {
@@ -173,7 +172,7 @@ impl Table {
                     return Some(i);
                 }
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
         None
     }
