@@ -18,6 +18,7 @@ const SAMPLES: &[(&str, &str, &str)] = &[
     ("workers", "5", "5"),
     ("maxmemory", "2gb", "2147483648"),
     ("maxmemory-policy", "noeviction", "noeviction"),
+    ("cas", "no", "no"),
     ("maxclients", "77", "77"),
     ("requirepass", "p\"w \\ #", "p\"w \\ #"),
     ("loglevel", "WARN", "warning"),
