@@ -12,6 +12,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod cores;
 mod limits;
 mod live;
 mod load;

@@ -5,6 +5,7 @@
 //! underscores), `CONFIG GET` / `CONFIG SET` / `CONFIG REWRITE`, and the settings memcached's
 //! `stats settings` shows. A new setting is one entry here (and a field of [`Config`]).
 
+use super::cores;
 use super::live::Settings;
 use super::parse::*;
 use super::{ClassLimit, Config};
@@ -36,7 +37,7 @@ pub enum DefaultValue {
     Text(&'static str),
     /// The number of available cores.
     Cores,
-    /// The reactor's default event loops for the available cores (`net::default_threads`).
+    /// The reactor's default event loops for the available cores (`config::cores::default_threads`).
     IoThreads,
     /// None of its own: the setting is a shorthand for a part of the named setting (applied
     /// after it when given), and CONFIG REWRITE writes that setting instead.
@@ -70,9 +71,9 @@ impl Setting {
     pub fn default_text(&self) -> Option<String> {
         match self.default {
             DefaultValue::Text(t) => Some(t.to_string()),
-            DefaultValue::Cores => Some(crate::net::available_cores().to_string()),
+            DefaultValue::Cores => Some(cores::available_cores().to_string()),
             DefaultValue::IoThreads => {
-                Some(crate::net::default_threads(crate::net::available_cores()).to_string())
+                Some(cores::default_threads(cores::available_cores()).to_string())
             }
             DefaultValue::PartOf(_) => None,
         }

@@ -22,9 +22,6 @@ mod event_loop;
 mod limits;
 mod listen;
 mod pool;
-mod threads;
-
-pub use threads::{available_cores, default_threads};
 
 use std::io;
 use std::path::PathBuf;
