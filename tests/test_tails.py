@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import wait_until
+from kit import encode_command
 from test_pubsub_tracking import Conns, invalidated, messages
 
 
@@ -30,6 +31,15 @@ def keys_told(conn, wanted, timeout=5.0):
 
 
 @pytest.mark.cairn_only
+def read_every(conn, prefix, n):
+    """GETs prefix0..prefix<n-1> on `conn`, pipelined a thousand at a time, so that tracking
+    remembers every key for this connection."""
+    for lo in range(0, n, 1000):
+        conn.send(b"".join(encode_command("GET", f"{prefix}{i}") for i in range(lo, lo + 1000)))
+        for _ in range(1000):
+            conn.read_resp()
+
+
 def test_mass_expiry_removes_counts_and_invalidates_every_key(server, r, conns):
     n = 20_000
     t = conns.tracked(server)
@@ -40,11 +50,7 @@ def test_mass_expiry_removes_counts_and_invalidates_every_key(server, r, conns):
     p.set("stays", "v")
     p.execute()
     # The tracked client reads every key, so each one's expiry must reach it.
-    for lo in range(0, n, 1000):
-        t.send(b"".join(b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (len(k), k)
-                        for k in (f"mx:{i}".encode() for i in range(lo, lo + 1000))))
-        for _ in range(1000):
-            t.read_resp()
+    read_every(t, "mx:", n)
     wait_until(lambda: r.dbsize() == 1, timeout=10, interval=0.05, msg="active expiry of every key")
     assert r.info("stats")["expired_keys"] - before == n
     got = keys_told(t, n)
@@ -61,11 +67,7 @@ def test_tag_del_in_chunks_removes_the_whole_group_and_tells_every_key(server, r
         p.execute_command("TAG.SET", f"tg:{i}", "v", "TAG", 7, 1)
     p.execute_command("TAG.SET", "other", "v", "TAG", 7, 2)
     p.execute()
-    for lo in range(0, n, 1000):
-        t.send(b"".join(b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (len(k), k)
-                        for k in (f"tg:{i}".encode() for i in range(lo, lo + 1000))))
-        for _ in range(1000):
-            t.read_resp()
+    read_every(t, "tg:", n)
     assert r.execute_command("TAG.DEL", "WHERE", 7, "=", 1) == n
     assert r.execute_command("TAG.COUNT", "WHERE", 7, "=", 1) == 0
     assert r.dbsize() == 1
