@@ -138,6 +138,21 @@ def test_backlog_overflow_falls_back_to_a_full_sync(server_factory):
     assert info(pc, "stats")["sync_full"] == stats["sync_full"] + 1
 
 
+def restart_and_continue(pc, rep, why):
+    """Restarts the killed replica `rep`, waits until the primary `pc` has it in step, and checks
+    that it resumed with +CONTINUE (a partial sync, no full one); returns its client."""
+    stats = info(pc, "stats")
+    rep.stopped = False
+    rep.start()
+    rc = rep.client()
+    wait_for(lambda: link_up(rc), what="the restarted replica's link")
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    after = info(pc, "stats")
+    assert after["sync_partial_ok"] == stats["sync_partial_ok"] + 1, why
+    assert after["sync_full"] == stats["sync_full"]
+    return rc
+
+
 def test_kill9_of_a_replica_then_restart_continues_from_its_snapshot(server_factory):
     p = server_factory()
     pc = p.client()
@@ -155,17 +170,9 @@ def test_kill9_of_a_replica_then_restart_continues_from_its_snapshot(server_fact
     rep.kill()  # kill -9, mid-stream for the writes that follow
     for i in range(1000):
         pc.set(f"late{i}", i)
-    stats = info(pc, "stats")
-    rep.stopped = False
-    rep.start()
-    rc = rep.client()
-    wait_for(lambda: link_up(rc), what="the restarted replica's link")
-    assert pc.execute_command("WAIT", 1, 5000) == 1
+    rc = restart_and_continue(pc, rep, "continued from its snapshot")
     assert rc.dbsize() == pc.dbsize() == 6001
     assert rc.get("late999") == b"999" and rc.get("after-save") == b"1"
-    after = info(pc, "stats")
-    assert after["sync_partial_ok"] == stats["sync_partial_ok"] + 1, "continued from its snapshot"
-    assert after["sync_full"] == stats["sync_full"]
 
 
 def test_config_set_repl_backlog_size_resizes_the_backlog_live(server_factory):
@@ -190,16 +197,8 @@ def test_config_set_repl_backlog_size_resizes_the_backlog_live(server_factory):
     held = info(pc)
     assert held["repl_backlog_histlen"] > 200_000
     assert held["repl_backlog_first_byte_offset"] < held["master_repl_offset"] - 200_000
-    stats = info(pc, "stats")
-    rep.stopped = False
-    rep.start()
-    rc = rep.client()
-    wait_for(lambda: link_up(rc), what="the restarted replica's link")
-    assert pc.execute_command("WAIT", 1, 5000) == 1
+    rc = restart_and_continue(pc, rep, "continued from the backlog")
     assert rc.dbsize() == pc.dbsize() == 2001
-    after = info(pc, "stats")
-    assert after["sync_partial_ok"] == stats["sync_partial_ok"] + 1, "continued from the backlog"
-    assert after["sync_full"] == stats["sync_full"]
     pc.config_set("repl-backlog-size", "16kb")
     shrunk = info(pc)
     assert shrunk["repl_backlog_size"] == shrunk["repl_backlog_histlen"] == 16384
