@@ -30,7 +30,9 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 NPROC = os.cpu_count() or 1
 MB = 1024 * 1024
 
-SUITES = ["mdcached", "null", "pipeline", "memory", "scaling", "latency", "eviction"]
+# run.py's suites in run order; threads (bench/threads.py) and sql (bench/suites/sql.py, also
+# bench/app_suites.py's) bring issue 19's thread-count and SQL point-read figures into `make bench`.
+SUITES = ["mdcached", "null", "pipeline", "memory", "scaling", "latency", "eviction", "threads", "sql"]
 
 
 def log(msg):
@@ -83,6 +85,19 @@ def binary_info(path):
                 .strftime("%Y-%m-%d %H:%M UTC"), "bytes": st.st_size, "commit": binary_commit(path)}
     except OSError:
         return {"path": str(path)}
+
+
+def cairn_default_threads():
+    """The event loops cairn runs here when given no --threads (what it answers to CONFIG GET
+    threads): the summary labels the default configuration of the machine a run used."""
+    srv = Server("cairn-default", "cairn", "cairn default").start()
+    try:
+        reply = resp_call(srv.resp_port, "CONFIG", "GET", "threads")
+        return int(reply[1]) if isinstance(reply, list) else None
+    except (OSError, ValueError, IndexError):
+        return None
+    finally:
+        srv.stop()
 
 
 def machine_line(m):

@@ -12,7 +12,9 @@ repeated (round-robin over the servers, so slow drifts of a shared machine hit
 every server alike) and reported as the median with its spread (min..max).
 
 Outputs per suite: <suite>.json (every sample), <suite>.md (tables with ratios
-to the peers measured in the same run) and <suite>*.png; plus summary.md.
+to the peers measured in the same run) and <suite>*.png; plus summary.md, composed
+from every <suite>.json present (each row names the run it came from, so running
+one suite updates its rows only), with issue 19's figures against their goals.
 See bench/README.md for what each suite measures.
 """
 
@@ -23,7 +25,6 @@ See bench/README.md for what each suite measures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -34,11 +35,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from harness import ROOT, SUITES, Runner, binary_info, log, machine_info  # noqa: E402
-from suites import eviction, latency, mdcached, memory, null, pipeline, scaling  # noqa: E402
+import threads  # noqa: E402
+from app_harness import binary_stamp  # noqa: E402
+from suites import eviction, latency, mdcached, memory, null, pipeline, scaling, sql  # noqa: E402
 from summary import write_summary  # noqa: E402
 
+
+def sql_suite(opts, runner, machine):
+    """The SQL suite of bench/app_suites.py (SELECT by primary key against GET in the same server, issue
+    19 part 5), with its own repeat count: one in quick mode, at least 5 in full mode, as there."""
+    sql.run(argparse.Namespace(**{**vars(opts), "repeats": 1 if opts.quick else max(opts.repeats, 5)}),
+            {**machine, "cairn_binary": binary_stamp()})
+
+
 SUITE_FUNCS = {"mdcached": mdcached.run, "null": null.run, "pipeline": pipeline.run, "memory": memory.run,
-               "scaling": scaling.run, "latency": latency.run, "eviction": eviction.run}
+               "scaling": scaling.run, "latency": latency.run, "eviction": eviction.run, "threads": threads.run,
+               "sql": sql_suite}
 
 
 def main(argv=None):
@@ -62,10 +74,9 @@ def main(argv=None):
     if opts.out is None:
         opts.out = str(ROOT / "bench" / "results" / ("quick" if opts.quick else ""))
     if opts.summary_only:
-        found = [json.loads(p.read_text()) for n in SUITES if (p := Path(opts.out) / f"{n}.json").exists()]
-        if not found:
+        if not any((Path(opts.out) / f"{n}.json").exists() for n in SUITES):
             ap.error(f"no results in {opts.out}")
-        write_summary(opts.out, found[0]["machine"], opts.quick)
+        write_summary(opts.out, opts.quick)
         return
     harness.CAIRN_BIN, harness.BENCH_BIN = Path(opts.cairn), Path(opts.bench)
     for b in (harness.CAIRN_BIN, harness.BENCH_BIN):
@@ -81,6 +92,7 @@ def main(argv=None):
     Path(opts.out).mkdir(parents=True, exist_ok=True)
     machine = machine_info()
     machine["cairn_binary"] = binary_info(harness.CAIRN_BIN)
+    machine["cairn_default_threads"] = harness.cairn_default_threads()
     t0 = time.monotonic()
     done, failed = [], []
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as wd:
@@ -100,7 +112,7 @@ def main(argv=None):
                 continue
             done.append(name)
             log(f"suite {name} done in {time.monotonic() - ts:.0f}s -> {opts.out}/{name}.md")
-    write_summary(opts.out, machine, opts.quick, time.monotonic() - t0)
+    write_summary(opts.out, opts.quick)
     log(f"all done in {time.monotonic() - t0:.0f}s" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     if failed:
         sys.exit(1)

@@ -3,6 +3,7 @@
 and Redis, driven by redis-benchmark (issue 19, part 1).
 
     .venv/bin/python bench/threads.py [--rounds 5] [--requests 150000] [--out bench/results]
+    .venv/bin/python bench/run.py --suites threads      # the same, as a suite of `make bench`
 
 The servers run side by side; each round runs redis-benchmark -c 50 GET and SET, with and
 without -P 16 (5× the requests), against every server in turn before the next workload, the order
@@ -78,12 +79,8 @@ def bench_one(srv, test, pipeline, requests):
             "other_cores": max(busy - server_s, 0.0) / wall}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--requests", type=int, default=150_000)
-    ap.add_argument("--out", default=str(HERE / "results"))
-    opts = ap.parse_args()
+def measure(rounds, requests):
+    """Every server side by side for `rounds` rounds; returns (samples, threads each reports)."""
     samples = {name: {w: [] for w, _, _ in WORKLOADS} for name, _, _ in SERVERS}
     chosen = {}
     servers = []
@@ -91,50 +88,79 @@ def main():
         for name, kind, args in SERVERS:
             servers.append(B.Server(name, kind, name, args=args).start())
             chosen[name] = reported_threads(servers[-1])
-        for r in range(opts.rounds):
+        for r in range(rounds):
             # Every server in turn on one workload before the next: the figures compared with one
             # another are measured within seconds, and the order rotates from round to round.
             for w, test, pipeline in WORKLOADS:
                 order = servers[r % len(servers):] + servers[:r % len(servers)]
                 for srv in order:
-                    n = opts.requests * (PIPELINED_MORE if pipeline > 1 else 1)
+                    n = requests * (PIPELINED_MORE if pipeline > 1 else 1)
                     samples[srv.name][w].append(bench_one(srv, test, pipeline, n))
-            B.log(f"round {r + 1}/{opts.rounds} done")
+            B.log(f"threads: round {r + 1}/{rounds} done")
     finally:
         for srv in servers:
             srv.stop()
-    machine = B.machine_info()
-    machine["cairn_binary"] = B.binary_info(B.CAIRN_BIN)
+    return samples, chosen
 
-    def med(name, w, metric):
-        return statistics.median(s[metric] for s in samples[name][w])
 
+def medians(samples):
+    """{server: {workload: {metric: median}}}: what the page and summary.md quote."""
+    return {name: {w: {k: statistics.median(s[k] for s in runs) for k in runs[0]} for w, runs in per.items() if runs}
+            for name, per in samples.items()}
+
+
+def write_page(out, samples, chosen, machine, rounds, requests, command, mode="full"):
+    """threads.md (tables) and threads.json (every sample, the medians) in `out`."""
+    med = medians(samples)
     rows = []
     for w, _, _ in WORKLOADS:
-        base = "cairn 1t"
+        base = med["cairn 1t"][w]
         for name, _, _ in SERVERS:
-            rows.append([w, name, chosen[name], B.fmt_num(med(name, w, "ops_s")),
-                         B.fmt_num(med(name, w, "cpu_us_per_op"), 2),
-                         f"{med(name, w, 'cpu_us_per_op') / med(base, w, 'cpu_us_per_op'):.2f}×",
-                         f"{med(name, w, 'ops_s') / med(base, w, 'ops_s'):.2f}×",
-                         f"{med(name, w, 'switches_per_op'):.3f}", f"{med(name, w, 'other_cores'):.2f}"])
+            m = med[name][w]
+            rows.append([w, name, chosen[name], B.fmt_num(m["ops_s"]), B.fmt_num(m["cpu_us_per_op"], 2),
+                         f"{m['cpu_us_per_op'] / base['cpu_us_per_op']:.2f}×", f"{m['ops_s'] / base['ops_s']:.2f}×",
+                         f"{m['switches_per_op']:.3f}", f"{m['other_cores']:.2f}"])
     table = B.md_table(["workload", "server", "threads", "ops/s", "server CPU µs/op", "CPU/op vs 1t",
                         "ops/s vs 1t", "context switches/op", "other cores busy"], rows)
     page = (f"# Default thread count against --threads 1 (redis-benchmark)\n\n"
-            f"`bench/threads.py {' '.join(sys.argv[1:])}` on {B.machine_line(machine)}.\n\n"
-            f"redis-benchmark -c 50 -n {opts.requests} -r 100000 -d 32, with and without -P 16 ({PIPELINED_MORE}× the "
-            f"requests); each figure is the median of {opts.rounds} rounds; within a round every server runs one "
+            f"`{command}` on {B.machine_line(machine)}.\n\n"
+            f"redis-benchmark -c 50 -n {requests} -r 100000 -d 32, with and without -P 16 ({PIPELINED_MORE}× the "
+            f"requests); each figure is the median of {rounds} rounds; within a round every server runs one "
             "workload before the next, in an order that rotates from round to round. "
             "'threads' is what the server reports (CONFIG GET threads). Server CPU = run time of all its threads "
             "(/proc/<pid>/task/*/schedstat); context switches = voluntary + involuntary over its threads; "
             "'other cores busy' = cores kept busy by everything else, redis-benchmark included (from /proc/stat).\n\n"
             f"{table}\n")
-    out = Path(opts.out)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "threads.md").write_text(page)
-    (out / "threads.json").write_text(json.dumps({"samples": samples, "threads": chosen, "machine": machine},
-                                                 indent=1))
-    print(page)
+    (out / "threads.json").write_text(json.dumps(
+        {"suite": "threads", "mode": mode, "machine": machine, "repeats": rounds, "requests": requests,
+         "threads": chosen, "results": med, "samples": samples}, indent=1))
+    return page
+
+
+def run(opts, runner, machine):
+    """bench/run.py's `threads` suite: 5 rounds of 150,000 requests (quick: 1 round of 20,000)."""
+    rounds, requests = (1, 20_000) if opts.quick else (max(opts.repeats, 5), 150_000)
+    samples, chosen = measure(rounds, requests)
+    write_page(opts.out, samples, chosen, machine, rounds, requests,
+               "bench/run.py" + (" --quick" if opts.quick else "") + " --suites threads",
+               "quick" if opts.quick else "full")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--requests", type=int, default=150_000)
+    ap.add_argument("--out", default=str(HERE / "results"))
+    opts = ap.parse_args()
+    samples, chosen = measure(opts.rounds, opts.requests)
+    machine = B.machine_info()
+    machine["cairn_binary"] = B.binary_info(B.CAIRN_BIN)
+    machine["cairn_default_threads"] = chosen["cairn default"]
+    print(write_page(opts.out, samples, chosen, machine, opts.rounds, opts.requests,
+                     " ".join(["bench/threads.py", *sys.argv[1:]])))
 
 
 if __name__ == "__main__":
