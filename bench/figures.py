@@ -7,7 +7,11 @@ copied by hand, so a rerun of a suite changes the README with `python3 bench/fig
 tests/test_readme_figures.py fails while the README and the pages disagree.
 
   python3 bench/figures.py           rewrite README.md's table
-  python3 bench/figures.py --check   exit 1 if README.md's table is stale, or a page names no commit
+  python3 bench/figures.py --check   exit 1 if README.md's table or summary.md is stale, or a page
+                                     names no commit
+
+Issue 19's figures come first, from summary.md's "Issue 19 figures" table (bench/summary.py
+composes it from each suite's JSON); every row says how to reproduce it.
 """
 
 import re
@@ -78,7 +82,7 @@ def bold(text):
 
 def headline(text, workload, metric, column):
     """A cell of summary.md's headline table: the row of `workload` (exactly) and `metric` (its
-    start)."""
+    start). Column "run" names the run the row comes from ("cairn <commit>, <date>, ...")."""
     for rows in tables(text):
         for row in rows:
             if row.get("workload") == workload and row.get("metric (↓ lower is better)", "").startswith(metric):
@@ -90,8 +94,10 @@ def headline_pair(workload, metric, ours, peer, unit, peer_name, fmt=lambda x: x
     """(cairn, peer) cells of a summary.md headline row, `ours` against `peer` with their ratio."""
     def extract(t):
         ratio = headline(t, workload, metric, f"{ours} / {peer}")
+        run = headline(t, workload, metric, "run")  # "[suite](suite.md): cairn <commit>, ..."
         return (f"{fmt(headline(t, workload, metric, ours))} {unit} ({ours.replace('cairn ', '--threads ')[:-1]})",
-                f"{peer_name} {fmt(headline(t, workload, metric, peer))} {unit} ({ratio})")
+                f"{peer_name} {fmt(headline(t, workload, metric, peer))} {unit} ({ratio})",
+                re.search(r"\(([^)]+\.md)\)", run).group(1), page_commit(run))
     return extract
 
 
@@ -137,7 +143,46 @@ def paren(text):
     """The part in brackets of a cell ("2937 / 3639 (1.24x)" -> "1.24x")."""
     return re.search(r"\(([^)]*)\)", text).group(1)
 
-# (figure, page, function of the page's text -> (cairn, peer and ratio)).
+def issue19_rows():
+    """README rows for summary.md's "Issue 19 figures" table (bench/summary.py composes it from each
+    suite's JSON): (label, cairn, peer, page, commit, reproduce), the page and commit of the run
+    each row names."""
+    text = (RESULTS / "summary.md").read_text()
+    rows = next((rows for rows in tables(text) if rows and "goal" in rows[0] and "met" in rows[0]), [])
+    out = []
+    for r in rows:
+        page = re.search(r"\(([^)]+\.md)\)", r["page"]).group(1)
+        out.append((f"#19 goal {r['goal']} — {r['met'].strip('*')}", r["cairn"], r["peer (same run)"], page,
+                    page_commit(r["run"]) or "no commit", r["reproduce"].strip("`")))
+    return out
+
+
+# How to rerun each page: run.py's suites by name; others from the command the page names.
+RUN_PY_PAGES = {"summary.md": "make bench"}
+SCRIPT_CMD = re.compile(r"`((?:bench|studies)/[\w/]+\.py[^`]*)`")
+MAKE_TARGETS = {"replication.md": "make bench-replication", "writebehind.md": "make bench-writebehind",
+                "studies/thesis/results/summary.md": "make study-thesis",
+                "tags.md": ".venv/bin/python bench/app_suites.py --suite tags"}
+
+
+def reproduce(page, text):
+    """The command that regenerates `page`."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from harness import SUITES  # noqa: E402 (the harness is only needed here)
+
+    stem = page.removesuffix(".md")
+    if page in RUN_PY_PAGES:
+        return RUN_PY_PAGES[page]
+    if "/" not in page and stem in SUITES:
+        return f'make bench BENCH_ARGS="--suites {stem}"'
+    if page in MAKE_TARGETS:
+        return MAKE_TARGETS[page]
+    m = SCRIPT_CMD.search("\n".join(text.splitlines()[:12]))
+    return f".venv/bin/python {m.group(1).strip()}" if m else "–"
+
+
+# (figure, page, function of the page's text -> (cairn, peer and ratio), or with the page and
+# commit of the run the figure comes from: (cairn, peer, page, commit)).
 FIGURES = [
     ("RSS per key, 1M keys of 16 B with 32 B values", "memory.md",
      lambda t: (f"{cell(t, 'RSS bytes/key', 'cairn')} B",
@@ -168,9 +213,6 @@ FIGURES = [
     ("GET p99 at 20k/s while heavy SQL runs / alone", "sql.md",
      lambda t: (sentence(t, r"\*\*GET p99 with SQL / alone: ([\d.]+×)\*\*"),
                 "target ≤ 1.20×")),
-    ("SQL SELECT by primary key: server CPU per op / GET's", "sql.md",
-     lambda t: (sentence(t, r"\*\*SELECT by id: server CPU ([\d.]+)× GET's\*\*") + "×",
-                "goal ≤ 3×; on the SQL engine threads " + sentence(t, r"On the engine threads: ([\d.]+)× GET's") + "×")),
     ("server CPU per op: SADD / ZADD / LPUSH", "collections_cpu.md",
      lambda t: (" / ".join(f"{cell(t, 'cairn ns/op', c)} ns" for c in ("SADD", "ZADD", "LPUSH")),
                 "Redis " + " / ".join(f"{cell(t, 'redis ns/op', c)} ns" for c in ("SADD", "ZADD", "LPUSH"))
@@ -228,10 +270,6 @@ FIGURES = [
     # From the eviction page itself (its second table is Zipf 0.99's): the suite is often rerun
     # alone, and summary.md's header names the last full run's commit.
     ("hit ratio, Zipf 0.99, cache holds 10% of the keys", "eviction.md", hit_ratios),
-    ("hit ratio minus the best of simulated S3-FIFO and W-TinyLFU: Zipf 0.8 / 0.99 / +scan / +loop", "eviction.md",
-     lambda t: (" / ".join(cell(t, "points vs best", stream) for stream in
-                           ("Zipf s=0.8", "Zipf s=0.99", "Zipf s=0.99 with a scan", "Zipf s=0.99 with a loop"))
-                + " points", "goal: no stream below -0.50 (issue 19)")),
     # The thesis study (studies/thesis): three cache systems built on cairn, 12 Locust users.
     ("thesis study, 3 nodes: hit rate (figure 5.4)", "studies/thesis/results/summary.md",
      study_modes("hit rate", "", 3)),
@@ -264,16 +302,21 @@ def page_link(page):
 
 
 def table():
-    """The README table's lines."""
+    """The README table's lines: issue 19's figures first (summary.md's table), then FIGURES."""
     lines = [
-        "| figure | cairn | peer (same run) | page (commit) |",
-        "| --- | --- | --- | --- |",
+        "| figure | cairn | peer (same run) | page (commit) | reproduce |",
+        "| --- | --- | --- | --- | --- |",
     ]
+    for label, ours, peer, page, commit, cmd in issue19_rows():
+        lines.append(f"| {label} | {ours} | {peer} | [{page}]({page_link(page)}) ({commit}) | `{cmd}` |")
     for label, page, extract in FIGURES:
         text = page_path(page).read_text()
-        ours, peer = extract(text)
-        commit = page_commit(text) or "no commit"
-        lines.append(f"| {label} | {ours} | {peer} | [{page}]({page_link(page)}) ({commit}) |")
+        ours, peer, *run = extract(text)
+        if run:  # the figure names the page and commit of its own run (summary.md's rows)
+            page, text = run[0], page_path(run[0]).read_text()
+        commit = (run[1] if run else page_commit(text)) or "no commit"
+        lines.append(f"| {label} | {ours} | {peer} | [{page}]({page_link(page)}) ({commit}) "
+                     f"| `{reproduce(page, text)}` |")
     return lines
 
 
@@ -289,11 +332,21 @@ def pages_without_commit():
     return sorted(str(p.relative_to(ROOT)) for p in pages if page_commit(p.read_text()) is None)
 
 
+def summary_is_stale():
+    """Whether bench/results/summary.md differs from what bench/summary.py composes from the JSON."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import summary  # noqa: E402 (bench/summary.py)
+
+    return summary.render(RESULTS, False) != (RESULTS / "summary.md").read_text()
+
+
 def main(argv):
     readme = README.read_text()
     fresh = render(readme)
     if "--check" in argv:
         problems = []
+        if summary_is_stale():
+            problems.append("bench/results/summary.md is stale: run .venv/bin/python bench/run.py --summary-only")
         if fresh != readme:
             problems.append("README.md's figures table is stale: run python3 bench/figures.py")
         missing = pages_without_commit()

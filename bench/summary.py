@@ -86,7 +86,7 @@ def headline_rows(out):
         d = load(out, name)
         if not d or "results" not in d:
             continue
-        run = run_label(d)
+        run = f"[{name}]({name}.md): {run_label(d)}"
         n = d["machine"]["nproc"]
         R = d["results"]
         names = {"cN": f"cairn-{n}t", "c1": "cairn-1t", "redis": "redis", "mN": f"memcached-{n}t", "m1": "memcached-1t"}
