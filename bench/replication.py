@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -242,33 +245,85 @@ def full_sync(primary, fresh, keys):
             "p50_us": pct(during, 50), "p99_us": pct(during, 99), "samples": len(during)}
 
 
+def loopback_receive_share(primary, sets):
+    """The share of a cairn primary's CPU (perf samples, cpu-clock) spent in the loopback
+    receive path run inside its sends to replicas (softirq `process_backlog`: the replicas'
+    TCP receive and their threads' wakeup, which on separate hosts their NIC's softirq does),
+    and in involuntary context switches (preemption by those woken threads). None without perf."""
+    data = Path(tempfile.mkdtemp(prefix="repl-perf-")) / "perf.data"
+    try:
+        rec = subprocess.Popen(["perf", "record", "-F", "10000", "-g", "-o", str(data), "-p",
+                                str(primary.proc.pid)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+    time.sleep(1.0)
+    cpu_per_set(primary, sets)
+    rec.send_signal(signal.SIGINT)
+    rec.wait()
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,period,sym"],
+                            capture_output=True, text=True).stdout
+    shutil.rmtree(data.parent, ignore_errors=True)
+    total = loop = preempt = 0
+    for sample in script.split("\n\n"):
+        lines = sample.strip().splitlines()
+        if not lines or not lines[0].startswith("cairn-io"):
+            continue
+        total += 1
+        stack = " ".join(lines[1:])
+        if "__sys_sendmsg" in stack and "process_backlog" in stack:
+            loop += 1
+        elif "exit_to_user_mode" in stack and "__schedule" in stack:
+            preempt += 1
+    if total < 100:
+        return None
+    return {"loopback_receive": loop / total, "preempted": preempt / total, "samples": total}
+
+
 def run_kind(kind, opts):
     log = lambda m: print(f"[{kind}] {m}", flush=True)  # noqa: E731
     res = {}
-    primary = Server(kind, opts.cairn)
+    # Three primaries with 0, 1 and 2 replicas, measured in turns (the order rotates every
+    # round), so the machine's other load weighs on each alike; `primary` is the 2-replica one.
+    primaries = [Server(kind, opts.cairn) for _ in range(3)]
+    primary = primaries[2]
     replicas = [Server(kind, opts.cairn) for _ in range(2)]
+    lone = Server(kind, opts.cairn)
     try:
-        # CPU per SET with 0, 1, 2 replicas.
-        res["cpu_us"] = {}
-        for n in range(3):
-            if n:
-                replicas[n - 1].replicaof(primary)
-                wait(replicas[n - 1].link_up, 60, "a replica's link")
-            res["cpu_us"][n] = statistics.median(cpu_per_set(primary, opts.sets) for _ in range(opts.rounds))
-            log(f"CPU per SET with {n} replicas: {res['cpu_us'][n]:.3f} µs")
+        lone.replicaof(primaries[1])
+        for r in replicas:
+            r.replicaof(primary)
+        for r in [lone, *replicas]:
+            wait(r.link_up, 60, "a replica's link")
+        cases = [(str(n), primaries[n], None) for n in range(3)]
         if kind == "cairn":
             # The same with a write per replica at every event-loop turn's end (no send delay).
             default = primary.conn.call("CONFIG", "GET", "repl-send-delay-us")[1]
-            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", "0")
-            res["cpu_us_no_delay"] = statistics.median(cpu_per_set(primary, opts.sets)
-                                                       for _ in range(opts.rounds))
-            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", default)
             res["send_delay_us"] = int(default)
+            cases.append(("no_delay", primary, "0"))
+        runs = {name: [] for name, _, _ in cases}
+        o0 = int(primary.conn.info()["master_repl_offset"])
+        for i in range(opts.rounds):
+            for name, server, delay in cases[i % len(cases):] + cases[:i % len(cases)]:
+                if kind == "cairn" and server is primary:
+                    server.conn.call("CONFIG", "SET", "repl-send-delay-us", delay or default)
+                runs[name].append(cpu_per_set(server, opts.sets))
+            log("round " + " ".join(f"{k} {v[-1]:.3f}" for k, v in runs.items()))
+        o1 = int(primary.conn.info()["master_repl_offset"])
+        res["stream_bytes_per_set"] = (o1 - o0) / (opts.rounds * (opts.sets + 100)
+                                                     * (2 if kind == "cairn" else 1))
+        res["cpu_us"] = {n: statistics.median(runs[str(n)]) for n in range(3)}
+        log(f"CPU per SET with 0, 1, 2 replicas: {res['cpu_us']}")
+        if kind == "cairn":
+            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", default)
+            res["cpu_us_no_delay"] = statistics.median(runs["no_delay"])
             log(f"CPU per SET with 2 replicas, repl-send-delay-us 0: {res['cpu_us_no_delay']:.3f} µs")
+            res["perf"] = loopback_receive_share(primary, opts.sets)
+            log(f"perf shares: {res['perf']}")
         res["lag"] = measure_lag(primary, replicas, opts.rate, opts.seconds)
         log(f"lag {res['lag']}")
     finally:
-        for s in replicas:
+        for s in [*replicas, lone, *primaries[:2]]:
             s.stop()
     fresh = Server(kind, opts.cairn)
     try:
@@ -279,6 +334,25 @@ def run_kind(kind, opts):
         fresh.stop()
         primary.stop()
     return res
+
+
+def perf_note(c):
+    """The perf-derived figure: the raw one less the loopback receive share (a separate line)."""
+    share = c.get("perf")
+    if not share:
+        return "\n\nperf was not available: no loopback-receive share measured."
+    two, zero = c["cpu_us"][2], c["cpu_us"][0]
+    less = two * (1 - share["loopback_receive"])
+    both = two * (1 - share["loopback_receive"] - share["preempted"])
+    return (f"\n\n**Perf-derived, not measured directly** ({share['samples']} samples of the "
+            f"2-replica primary's event loop, `perf record -g`): "
+            f"{100 * share['loopback_receive']:.1f}% of them are the loopback receive run inside "
+            f"its sends to the replicas (softirq `process_backlog`: the replicas' TCP receive and "
+            f"wakeup, work a NIC's softirq on the replicas' hosts does when they are remote), "
+            f"{100 * share['preempted']:.1f}% involuntary context switches (preempted on return "
+            f"to user mode, by the threads it woke on the shared cores). Less the loopback "
+            f"receive: {less:.3f} µs per SET, {less / zero:.2f}× of 0 replicas; less both: "
+            f"{both:.3f} µs, {both / zero:.2f}×. The raw figures above are the result.")
 
 
 def main():
@@ -325,7 +399,10 @@ def main():
                       "redis vs 0 replicas"], rows_cpu)
         + f"\n\nWith `repl-send-delay-us 0` (one write per replica at the end of every event-loop "
         f"turn, as Redis) cairn's primary spends {c['cpu_us_no_delay']:.3f} µs per SET with 2 "
-        f"replicas ({ratio(c['cpu_us_no_delay'], c['cpu_us'][0])}× its 0-replica figure)."
+        f"replicas ({ratio(c['cpu_us_no_delay'], c['cpu_us'][0])}× its 0-replica figure), in "
+        f"the same rounds. Stream bytes per SET: cairn {c['stream_bytes_per_set']:.1f}, redis "
+        f"{r['stream_bytes_per_set']:.1f}."
+        + perf_note(c)
         + f"\n\n## Replication lag at {opts.rate} SETs/s with 2 replicas\n\n"
         f"Open-loop SETs from `cairn-bench --rate {opts.rate}` (`rate`: what it reached); a probe "
         f"SET every 5 ms on the primary, polled on both replicas: µs from sending the SET to the "
