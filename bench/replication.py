@@ -245,11 +245,12 @@ def full_sync(primary, fresh, keys):
             "p50_us": pct(during, 50), "p99_us": pct(during, 99), "samples": len(during)}
 
 
-def loopback_receive_share(primary, sets):
-    """The share of a cairn primary's CPU (perf samples, cpu-clock) spent in the loopback
-    receive path run inside its sends to replicas (softirq `process_backlog`: the replicas'
-    TCP receive and their threads' wakeup, which on separate hosts their NIC's softirq does),
-    and in involuntary context switches (preemption by those woken threads). None without perf."""
+def perf_shares(primary, sets):
+    """Shares of a cairn primary's event-loop CPU (perf samples, cpu-clock, during `sets`
+    pipelined SETs) spent in loopback receive processing (softirq `process_backlog` run inside
+    its own sends: the peer's TCP receive and its thread's wakeup, which a NIC's softirq on the
+    peer's host does when the peer is remote) and in involuntary context switches (preempted on
+    return to user mode by the threads it woke on the shared cores). None without perf."""
     data = Path(tempfile.mkdtemp(prefix="repl-perf-")) / "perf.data"
     try:
         rec = subprocess.Popen(["perf", "record", "-F", "10000", "-g", "-o", str(data), "-p",
@@ -261,7 +262,7 @@ def loopback_receive_share(primary, sets):
     cpu_per_set(primary, sets)
     rec.send_signal(signal.SIGINT)
     rec.wait()
-    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,period,sym"],
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,period,ip,sym"],
                             capture_output=True, text=True).stdout
     shutil.rmtree(data.parent, ignore_errors=True)
     total = loop = preempt = 0
@@ -271,7 +272,7 @@ def loopback_receive_share(primary, sets):
             continue
         total += 1
         stack = " ".join(lines[1:])
-        if "__sys_sendmsg" in stack and "process_backlog" in stack:
+        if "process_backlog" in stack:
             loop += 1
         elif "exit_to_user_mode" in stack and "__schedule" in stack:
             preempt += 1
@@ -318,7 +319,7 @@ def run_kind(kind, opts):
             primary.conn.call("CONFIG", "SET", "repl-send-delay-us", default)
             res["cpu_us_no_delay"] = statistics.median(runs["no_delay"])
             log(f"CPU per SET with 2 replicas, repl-send-delay-us 0: {res['cpu_us_no_delay']:.3f} µs")
-            res["perf"] = loopback_receive_share(primary, opts.sets)
+            res["perf"] = {n: perf_shares(primaries[n], opts.sets) for n in (0, 2)}
             log(f"perf shares: {res['perf']}")
         res["lag"] = measure_lag(primary, replicas, opts.rate, opts.seconds)
         log(f"lag {res['lag']}")
@@ -337,22 +338,29 @@ def run_kind(kind, opts):
 
 
 def perf_note(c):
-    """The perf-derived figure: the raw one less the loopback receive share (a separate line)."""
-    share = c.get("perf")
-    if not share:
+    """The perf-derived figure: the raw one less the loopback receive the replicas add (a
+    separate line; the raw figures stay the result)."""
+    shares = c.get("perf") or {}
+    if not shares.get(0) or not shares.get(2):
         return "\n\nperf was not available: no loopback-receive share measured."
     two, zero = c["cpu_us"][2], c["cpu_us"][0]
-    less = two * (1 - share["loopback_receive"])
-    both = two * (1 - share["loopback_receive"] - share["preempted"])
-    return (f"\n\n**Perf-derived, not measured directly** ({share['samples']} samples of the "
-            f"2-replica primary's event loop, `perf record -g`): "
-            f"{100 * share['loopback_receive']:.1f}% of them are the loopback receive run inside "
-            f"its sends to the replicas (softirq `process_backlog`: the replicas' TCP receive and "
-            f"wakeup, work a NIC's softirq on the replicas' hosts does when they are remote), "
-            f"{100 * share['preempted']:.1f}% involuntary context switches (preempted on return "
-            f"to user mode, by the threads it woke on the shared cores). Less the loopback "
-            f"receive: {less:.3f} µs per SET, {less / zero:.2f}× of 0 replicas; less both: "
-            f"{both:.3f} µs, {both / zero:.2f}×. The raw figures above are the result.")
+    # µs per SET in each part, with 2 replicas less with none: what the replicas add there.
+    added = {k: two * shares[2][k] - zero * shares[0][k] for k in ("loopback_receive", "preempted")}
+    less = two - max(added["loopback_receive"], 0)
+    both = less - max(added["preempted"], 0)
+    pct = lambda n, k: f"{100 * shares[n][k]:.1f}%"  # noqa: E731
+    return (f"\n\n**Perf-derived, not measured directly** (`perf record -g` of the event loops "
+            f"of the 0- and 2-replica primaries, {shares[0]['samples']} and "
+            f"{shares[2]['samples']} samples): loopback receive processing run inside the "
+            f"primary's own sends (softirq `process_backlog`: the peers' TCP receive and "
+            f"wakeup, which a NIC's softirq on their hosts does when they are remote) is "
+            f"{pct(0, 'loopback_receive')} of the samples with 0 replicas (the client's replies) "
+            f"and {pct(2, 'loopback_receive')} with 2; involuntary context switches (preempted "
+            f"by the threads it woke on the shared cores) {pct(0, 'preempted')} and "
+            f"{pct(2, 'preempted')}. Less the loopback receive the replicas add: {less:.3f} µs "
+            f"per SET with 2 replicas, {less / zero:.2f}× of 0 replicas; less the added "
+            f"preemption too: {both:.3f} µs, {both / zero:.2f}×. The raw figures above are the "
+            f"result.")
 
 
 def main():
