@@ -309,7 +309,7 @@ def run_kind(kind, opts):
                 if kind == "cairn" and server is primary:
                     server.conn.call("CONFIG", "SET", "repl-send-delay-us", delay or default)
                 runs[name].append(cpu_per_set(server, opts.sets))
-            log("round " + " ".join(f"{k} {v[-1]:.3f}" for k, v in runs.items()))
+            log(f"round {i}: " + " ".join(f"{k} {v[-1]:.3f}" for k, v in runs.items()))
         o1 = int(primary.conn.info()["master_repl_offset"])
         res["stream_bytes_per_set"] = (o1 - o0) / (opts.rounds * (opts.sets + 100)
                                                      * (2 if kind == "cairn" else 1))
