@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import socket
@@ -377,7 +378,9 @@ def main():
     opts = ap.parse_args()
     if opts.quick:
         opts.keys, opts.rate, opts.seconds, opts.sets, opts.rounds = 20_000, 5_000, 2, 20_000, 1
+    load = [os.getloadavg()[0]]  # the machine's other load (it may be shared), start and end
     results = {kind: run_kind(kind, opts) for kind in ("cairn", "redis")}
+    load.append(os.getloadavg()[0])
     c, r = results["cairn"], results["redis"]
     ratio = lambda a, b: f"{a / b:.2f}" if b else "n/a"  # noqa: E731
     machine = B.machine_info()
@@ -399,7 +402,9 @@ def main():
         f"--sets {opts.sets} --rounds {opts.rounds}` at commit `{commit}` on {B.machine_line(machine)}. "
         f"Each server runs a primary and two replicas of its own kind on loopback, cairn with its "
         f"default threads, redis-server 7 with `repl-diskless-sync-delay 0`. The machine has few "
-        f"cores shared by three servers, the load generator and the probes: compare the ratios.\n\n"
+        f"cores shared by three servers, the load generator and the probes, and with whatever else "
+        f"runs there (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end): compare "
+        f"the ratios.\n\n"
         f"## Primary CPU per SET\n\nPipelined SETs (32-byte values, 100 per batch); the primary's "
         f"own CPU time per SET in µs, median of {opts.rounds} rounds. cairn runs with its default "
         f"`repl-send-delay-us {c['send_delay_us']}`; goal: 2 replicas ≤ 1.15× of 0 replicas.\n\n"
