@@ -31,10 +31,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -242,33 +246,86 @@ def full_sync(primary, fresh, keys):
             "p50_us": pct(during, 50), "p99_us": pct(during, 99), "samples": len(during)}
 
 
+def perf_shares(primary, sets):
+    """Shares of a cairn primary's event-loop CPU (perf samples, cpu-clock, during `sets`
+    pipelined SETs) spent in loopback receive processing (softirq `process_backlog` run inside
+    its own sends: the peer's TCP receive and its thread's wakeup, which a NIC's softirq on the
+    peer's host does when the peer is remote) and in involuntary context switches (preempted on
+    return to user mode by the threads it woke on the shared cores). None without perf."""
+    data = Path(tempfile.mkdtemp(prefix="repl-perf-")) / "perf.data"
+    try:
+        rec = subprocess.Popen(["perf", "record", "-F", "10000", "-g", "-o", str(data), "-p",
+                                str(primary.proc.pid)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+    time.sleep(1.0)
+    cpu_per_set(primary, sets)
+    rec.send_signal(signal.SIGINT)
+    rec.wait()
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,period,ip,sym"],
+                            capture_output=True, text=True).stdout
+    shutil.rmtree(data.parent, ignore_errors=True)
+    total = loop = preempt = 0
+    for sample in script.split("\n\n"):
+        lines = sample.strip().splitlines()
+        if not lines or not lines[0].startswith("cairn-io"):
+            continue
+        total += 1
+        stack = " ".join(lines[1:])
+        if "process_backlog" in stack:
+            loop += 1
+        elif "exit_to_user_mode" in stack and "__schedule" in stack:
+            preempt += 1
+    if total < 100:
+        return None
+    return {"loopback_receive": loop / total, "preempted": preempt / total, "samples": total}
+
+
 def run_kind(kind, opts):
     log = lambda m: print(f"[{kind}] {m}", flush=True)  # noqa: E731
     res = {}
-    primary = Server(kind, opts.cairn)
+    # Three primaries with 0, 1 and 2 replicas, measured in turns (the order rotates every
+    # round), so the machine's other load weighs on each alike; `primary` is the 2-replica one.
+    primaries = [Server(kind, opts.cairn) for _ in range(3)]
+    primary = primaries[2]
     replicas = [Server(kind, opts.cairn) for _ in range(2)]
+    lone = Server(kind, opts.cairn)
     try:
-        # CPU per SET with 0, 1, 2 replicas.
-        res["cpu_us"] = {}
-        for n in range(3):
-            if n:
-                replicas[n - 1].replicaof(primary)
-                wait(replicas[n - 1].link_up, 60, "a replica's link")
-            res["cpu_us"][n] = statistics.median(cpu_per_set(primary, opts.sets) for _ in range(opts.rounds))
-            log(f"CPU per SET with {n} replicas: {res['cpu_us'][n]:.3f} µs")
+        lone.replicaof(primaries[1])
+        for r in replicas:
+            r.replicaof(primary)
+        for r in [lone, *replicas]:
+            wait(r.link_up, 60, "a replica's link")
+        cases = [(str(n), primaries[n], None) for n in range(3)]
         if kind == "cairn":
             # The same with a write per replica at every event-loop turn's end (no send delay).
             default = primary.conn.call("CONFIG", "GET", "repl-send-delay-us")[1]
-            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", "0")
-            res["cpu_us_no_delay"] = statistics.median(cpu_per_set(primary, opts.sets)
-                                                       for _ in range(opts.rounds))
-            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", default)
             res["send_delay_us"] = int(default)
+            cases.append(("no_delay", primary, "0"))
+        runs = {name: [] for name, _, _ in cases}
+        o0 = int(primary.conn.info()["master_repl_offset"])
+        for i in range(opts.rounds):
+            for name, server, delay in cases[i % len(cases):] + cases[:i % len(cases)]:
+                if kind == "cairn" and server is primary:
+                    server.conn.call("CONFIG", "SET", "repl-send-delay-us", delay or default)
+                runs[name].append(cpu_per_set(server, opts.sets))
+            log(f"round {i}: " + " ".join(f"{k} {v[-1]:.3f}" for k, v in runs.items()))
+        o1 = int(primary.conn.info()["master_repl_offset"])
+        res["stream_bytes_per_set"] = (o1 - o0) / (opts.rounds * (opts.sets + 100)
+                                                     * (2 if kind == "cairn" else 1))
+        res["cpu_us"] = {n: statistics.median(runs[str(n)]) for n in range(3)}
+        log(f"CPU per SET with 0, 1, 2 replicas: {res['cpu_us']}")
+        if kind == "cairn":
+            primary.conn.call("CONFIG", "SET", "repl-send-delay-us", default)
+            res["cpu_us_no_delay"] = statistics.median(runs["no_delay"])
             log(f"CPU per SET with 2 replicas, repl-send-delay-us 0: {res['cpu_us_no_delay']:.3f} µs")
+            res["perf"] = {n: perf_shares(primaries[n], opts.sets) for n in (0, 2)}
+            log(f"perf shares: {res['perf']}")
         res["lag"] = measure_lag(primary, replicas, opts.rate, opts.seconds)
         log(f"lag {res['lag']}")
     finally:
-        for s in replicas:
+        for s in [*replicas, lone, *primaries[:2]]:
             s.stop()
     fresh = Server(kind, opts.cairn)
     try:
@@ -279,6 +336,32 @@ def run_kind(kind, opts):
         fresh.stop()
         primary.stop()
     return res
+
+
+def perf_note(c):
+    """The perf-derived figure: the raw one less the loopback receive the replicas add (a
+    separate line; the raw figures stay the result)."""
+    shares = c.get("perf") or {}
+    if not shares.get(0) or not shares.get(2):
+        return "\n\nperf was not available: no loopback-receive share measured."
+    two, zero = c["cpu_us"][2], c["cpu_us"][0]
+    # µs per SET in each part, with 2 replicas less with none: what the replicas add there.
+    added = {k: two * shares[2][k] - zero * shares[0][k] for k in ("loopback_receive", "preempted")}
+    less = two - max(added["loopback_receive"], 0)
+    both = less - max(added["preempted"], 0)
+    pct = lambda n, k: f"{100 * shares[n][k]:.1f}%"  # noqa: E731
+    return (f"\n\n**Perf-derived, not measured directly** (`perf record -g` of the event loops "
+            f"of the 0- and 2-replica primaries, {shares[0]['samples']} and "
+            f"{shares[2]['samples']} samples): loopback receive processing run inside the "
+            f"primary's own sends (softirq `process_backlog`: the peers' TCP receive and "
+            f"wakeup, which a NIC's softirq on their hosts does when they are remote) is "
+            f"{pct(0, 'loopback_receive')} of the samples with 0 replicas (the client's replies) "
+            f"and {pct(2, 'loopback_receive')} with 2; involuntary context switches (preempted "
+            f"by the threads it woke on the shared cores) {pct(0, 'preempted')} and "
+            f"{pct(2, 'preempted')}. Less the loopback receive the replicas add: {less:.3f} µs "
+            f"per SET with 2 replicas, {less / zero:.2f}× of 0 replicas; less the added "
+            f"preemption too: {both:.3f} µs, {both / zero:.2f}×. The raw figures above are the "
+            f"result.")
 
 
 def main():
@@ -295,7 +378,9 @@ def main():
     opts = ap.parse_args()
     if opts.quick:
         opts.keys, opts.rate, opts.seconds, opts.sets, opts.rounds = 20_000, 5_000, 2, 20_000, 1
+    load = [os.getloadavg()[0]]  # the machine's other load (it may be shared), start and end
     results = {kind: run_kind(kind, opts) for kind in ("cairn", "redis")}
+    load.append(os.getloadavg()[0])
     c, r = results["cairn"], results["redis"]
     ratio = lambda a, b: f"{a / b:.2f}" if b else "n/a"  # noqa: E731
     machine = B.machine_info()
@@ -317,7 +402,9 @@ def main():
         f"--sets {opts.sets} --rounds {opts.rounds}` at commit `{commit}` on {B.machine_line(machine)}. "
         f"Each server runs a primary and two replicas of its own kind on loopback, cairn with its "
         f"default threads, redis-server 7 with `repl-diskless-sync-delay 0`. The machine has few "
-        f"cores shared by three servers, the load generator and the probes: compare the ratios.\n\n"
+        f"cores shared by three servers, the load generator and the probes, and with whatever else "
+        f"runs there (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end): compare "
+        f"the ratios.\n\n"
         f"## Primary CPU per SET\n\nPipelined SETs (32-byte values, 100 per batch); the primary's "
         f"own CPU time per SET in µs, median of {opts.rounds} rounds. cairn runs with its default "
         f"`repl-send-delay-us {c['send_delay_us']}`; goal: 2 replicas ≤ 1.15× of 0 replicas.\n\n"
@@ -325,7 +412,10 @@ def main():
                       "redis vs 0 replicas"], rows_cpu)
         + f"\n\nWith `repl-send-delay-us 0` (one write per replica at the end of every event-loop "
         f"turn, as Redis) cairn's primary spends {c['cpu_us_no_delay']:.3f} µs per SET with 2 "
-        f"replicas ({ratio(c['cpu_us_no_delay'], c['cpu_us'][0])}× its 0-replica figure)."
+        f"replicas ({ratio(c['cpu_us_no_delay'], c['cpu_us'][0])}× its 0-replica figure), in "
+        f"the same rounds. Stream bytes per SET: cairn {c['stream_bytes_per_set']:.1f}, redis "
+        f"{r['stream_bytes_per_set']:.1f}."
+        + perf_note(c)
         + f"\n\n## Replication lag at {opts.rate} SETs/s with 2 replicas\n\n"
         f"Open-loop SETs from `cairn-bench --rate {opts.rate}` (`rate`: what it reached); a probe "
         f"SET every 5 ms on the primary, polled on both replicas: µs from sending the SET to the "

@@ -566,3 +566,27 @@ def test_a_replica_the_stream_outran_catches_up_from_the_backlog(server_factory)
     pc.set("last", "2")
     assert pc.execute_command("WAIT", 1, 5000) == 1
     assert rc.get("last") == b"2"
+
+
+def test_info_counts_the_bytes_sent_to_replicas_apart(server_factory):
+    """INFO stats' total_net_repl_output_bytes counts what the primary wrote to replicas (the
+    stream is mostly written straight from the writing thread), total_net_repl_input_bytes
+    what a replica read from its primary; both are in the totals, as in Redis 7."""
+    p, pc, rep, rc = pair(server_factory)
+    assert info(server_factory().client(), "stats")["total_net_repl_output_bytes"] == 0
+    value = b"x" * 1000
+    pipe = pc.pipeline(transaction=False)
+    for i in range(200):
+        pipe.set(f"net:{i}", value)
+    pipe.execute()
+    assert pc.execute_command("WAIT", 1, 5000) == 1
+    offset = info(pc)["master_repl_offset"]
+    assert offset >= 200 * 1000
+    ps, rs = info(pc, "stats"), info(rc, "stats")
+    sent, received = ps["total_net_repl_output_bytes"], rs["total_net_repl_input_bytes"]
+    assert sent >= offset and received >= offset, (sent, received, offset)
+    assert ps["total_net_output_bytes"] >= sent
+    # What the client was sent (a +OK per SET, INFO replies) is not counted as replication.
+    assert ps["total_net_output_bytes"] - sent < 200 * 1000
+    assert rs["total_net_input_bytes"] >= received
+    assert ps["total_net_repl_input_bytes"] == 0

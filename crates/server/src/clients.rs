@@ -101,10 +101,18 @@ pub fn at_turn_end(hook: &Arc<dyn TurnEnd>) -> bool {
 /// before it polls).
 pub fn send_deferred_wakes() {
     TURN_END_BY.with(|by| by.set(None));
-    let hooks = TURN_END.with(|t| std::mem::take(&mut *t.borrow_mut()));
-    for hook in hooks {
+    // The list is taken (a hook may ask for the next turn) and its space given back after,
+    // so a turn allocates nothing for it.
+    let mut hooks = TURN_END.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    for hook in hooks.drain(..) {
         hook.turn_end();
     }
+    TURN_END.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.is_empty() {
+            *t = hooks;
+        }
+    });
     let wakes = DEFERRED_WAKES.with(|d| d.borrow_mut().as_mut().map(std::mem::take));
     for (waker, token, id) in wakes.into_iter().flatten() {
         waker.request_mail(token, id);
@@ -464,17 +472,17 @@ impl ClientInfo {
     /// connection's own thread; otherwise, or for what the socket does not take, that thread
     /// is woken to write them. The write holds no lock (a thread descheduled in it stalls
     /// nobody): `writing` keeps the owner from taking mail meanwhile, and the connection from
-    /// closing its fd.
-    pub fn flush_stream(&self) {
+    /// closing its fd. Returns the bytes written here.
+    pub fn flush_stream(&self) -> usize {
         let bytes = {
             let mut mail = self.mailbox.lock();
             if self.closed() || self.writing.load(Relaxed) || mail.bytes.is_empty() {
-                return;
+                return 0;
             }
             if mail.resume || self.omem.load(Relaxed) != 0 || self.fd < 0 {
                 drop(mail);
                 self.wake_for_stream();
-                return;
+                return 0;
             }
             self.writing.store(true, Relaxed);
             self.has_mail.store(false, Relaxed);
@@ -498,6 +506,7 @@ impl ClientInfo {
             drop(mail);
             self.wake_for_stream();
         }
+        written
     }
 
     #[inline]

@@ -420,14 +420,18 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
         s.total_commands_processed.load(Relaxed),
     );
     field(t, "instantaneous_ops_per_sec", rates.ops);
-    field(t, "total_net_input_bytes", s.net_input_bytes.load(Relaxed));
+    // As Redis 7: the totals include the replication link's bytes, also shown apart.
+    let repl_in = shared.replication.received_bytes.load(Relaxed);
+    let repl_out = shared.replication.sent_bytes.load(Relaxed);
+    let net_in = s.net_input_bytes.load(Relaxed);
+    field(t, "total_net_input_bytes", net_in + repl_in);
     field(
         t,
         "total_net_output_bytes",
-        s.net_output_bytes.load(Relaxed),
+        s.net_output_bytes.load(Relaxed) + repl_out,
     );
-    field(t, "total_net_repl_input_bytes", 0);
-    field(t, "total_net_repl_output_bytes", 0);
+    field(t, "total_net_repl_input_bytes", repl_in);
+    field(t, "total_net_repl_output_bytes", repl_out);
     field(t, "instantaneous_input_kbps", kbps(rates.input_bytes));
     field(t, "instantaneous_output_kbps", kbps(rates.output_bytes));
     field(t, "instantaneous_input_repl_kbps", "0.00");

@@ -42,6 +42,8 @@ pub struct Ctx {
     pub now_ms: u64,
     pub in_bytes: u64,
     pub out_bytes: u64,
+    /// Written to replicas (INFO counts them apart, as Redis does).
+    pub repl_out_bytes: u64,
     pub output_limit_closes: u64,
     /// Reads and writes that moved bytes, and closes at the input limit (INFO stats).
     pub reads: u64,
@@ -61,6 +63,7 @@ impl Ctx {
             now_ms: 0,
             in_bytes: 0,
             out_bytes: 0,
+            repl_out_bytes: 0,
             output_limit_closes: 0,
             reads: 0,
             writes: 0,
@@ -100,6 +103,12 @@ impl Ctx {
             stats
                 .net_output_bytes
                 .fetch_add(std::mem::take(&mut self.out_bytes), Relaxed);
+        }
+        if self.repl_out_bytes != 0 {
+            shared
+                .replication
+                .sent_bytes
+                .fetch_add(std::mem::take(&mut self.repl_out_bytes), Relaxed);
         }
         for (local, total) in [
             (&mut self.reads, &stats.total_reads_processed),
@@ -390,7 +399,11 @@ impl Conn {
         loop {
             match (&self.stream).write(&self.out[self.out_pos..]) {
                 Ok(n) => {
-                    ctx.out_bytes += n as u64;
+                    if self.client.client_type() == crate::clients::ClientType::Replica {
+                        ctx.repl_out_bytes += n as u64;
+                    } else {
+                        ctx.out_bytes += n as u64;
+                    }
                     ctx.writes += 1;
                     self.out_pos += n;
                     if self.out_pos == self.out.len() {

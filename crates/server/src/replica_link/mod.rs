@@ -90,6 +90,8 @@ fn run(weak: Weak<Shared>, generation: u64, host: String, port: u16) {
 struct Link {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// Counts what is read (INFO `total_net_repl_input_bytes`).
+    repl: Arc<crate::replication::Replication>,
 }
 
 impl Link {
@@ -112,6 +114,7 @@ impl Link {
                 "the primary closed the link",
             )),
             Ok(n) => {
+                self.repl.received_bytes.fetch_add(n as u64, Relaxed);
                 self.buf.extend_from_slice(&chunk[..n]);
                 Ok(n)
             }
@@ -183,6 +186,7 @@ fn session(
     let mut link = Link {
         stream,
         buf: Vec::new(),
+        repl: Arc::clone(repl),
     };
     link.send(&[b"PING"])?;
     let pong = link.line()?;

@@ -153,6 +153,11 @@ pub struct Replication {
     pub max_cas: AtomicU64,
     /// `SendAtTurnEnd` for this one.
     turn_end: Arc<dyn TurnEnd>,
+    /// Bytes written to replicas' sockets, by their connections' threads and by the stream's
+    /// direct writes (INFO `total_net_repl_output_bytes`, as Redis counts them apart).
+    pub sent_bytes: AtomicU64,
+    /// Bytes the replica link read from its primary (INFO `total_net_repl_input_bytes`).
+    pub received_bytes: AtomicU64,
 }
 
 /// 40 random hex digits (a replication id).
@@ -217,6 +222,8 @@ impl Replication {
             sync_partial_ok: AtomicU64::new(0),
             sync_partial_err: AtomicU64::new(0),
             max_cas: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
+            received_bytes: AtomicU64::new(0),
         })
     }
 
@@ -405,9 +412,16 @@ impl Replication {
 
     /// Writes what `send_live(.., true)` queued, holding no lock of the stream.
     fn flush_direct(&self) {
-        let clients = std::mem::take(&mut self.backlog.lock().to_flush);
-        for client in &clients {
-            client.flush_stream();
+        let mut clients = std::mem::take(&mut self.backlog.lock().to_flush);
+        let mut sent = 0;
+        for client in clients.drain(..) {
+            sent += client.flush_stream();
+        }
+        self.sent_bytes.fetch_add(sent as u64, Relaxed);
+        // The list's space serves the next turn (none allocated per turn).
+        let mut feed = self.backlog.lock();
+        if feed.to_flush.is_empty() {
+            feed.to_flush = clients;
         }
     }
 
