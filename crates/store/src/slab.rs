@@ -7,7 +7,7 @@
 //! 4 bytes apart up to 1 KiB, 32 bytes apart up to 4 KiB. Larger records are plain allocator
 //! blocks. A free block holds the offset of the next free one (free list per page); pages with
 //! free blocks are on their pool's list; a page whose last block is freed goes back to the
-//! allocator unless it is its pool's only page with room (one spare per pool, so that a record
+//! allocator (its memory to the system at once) unless it is its pool's only page with room (one spare per pool, so that a record
 //! freed and written again does not take and give back a page each time).
 //!
 //! Pools are per size class and per arena; a thread allocates from its own arena (threads are
@@ -245,6 +245,10 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
             // The pool's only page with room: keep it as the spare.
             push(&mut head, page);
         } else {
+            // The allocator would keep the page resident until it purges (after a delay, and
+            // only when the freeing thread allocates again): give its memory back now, so that
+            // RSS falls as soon as records are deleted.
+            libc::madvise(page as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED);
             dealloc(page as *mut u8, page_layout());
             PAGES.fetch_sub(1, Ordering::Relaxed);
         }
