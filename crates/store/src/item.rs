@@ -2,16 +2,15 @@
 //! small header, the key and the value.
 //!
 //! A record is referenced by a thin pointer so that a table slot costs eight bytes. The header
-//! is variable length so that a 16-byte key with a 32-byte value fits a 64-byte allocation:
+//! is variable length so that a 16-byte key with a 32-byte value takes 60 bytes:
 //!
 //! ```text
 //! meta:u8 visited:u8 klen*2+no_cas:varint vlen:varint [expire_ms:u64] [flags:u32]
 //! [ntags:u8 (type:u32 value:i64)*] [version:u64] [cas:u64] key value
 //! ```
 //! The key length's low bit says the record has no `cas` (a store run with `--cas no`, as
-//! memcached's `-C`: 8 bytes less, which saves an allocator class where it crosses one, e.g. a
-//! 16-byte key with a 40-byte value goes from 80 to 64 bytes); it then has no `version` either,
-//! and WATCH compares the shard's change number instead (`Store::watch_version`).
+//! memcached's `-C`: 8 bytes less, which the slab's classes, 4 bytes apart up to 1 KiB, keep);
+//! it then has no `version` either, and WATCH compares the shard's change number instead (`Store::watch_version`).
 //! `expire_ms` is present only when the record was written with a deadline (0 then means "none"
 //! after a PERSIST, so a deadline can be changed in place); `flags` (memcached's client flags)
 //! only when non-zero. `cas` is the version clients see (memcached CAS); every write gives it a
