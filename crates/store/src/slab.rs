@@ -167,7 +167,8 @@ pub(crate) fn allocate(size: usize) -> NonNull<u8> {
     if size > MAX_SLAB {
         let layout = large_layout(size);
         // SAFETY: size > MAX_SLAB > 0.
-        return NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout));
+        return NonNull::new(unsafe { alloc(layout) })
+            .unwrap_or_else(|| handle_alloc_error(layout));
     }
     let pool = &POOLS[arena() * CLASSES + class_index(size)];
     let block = pool.block as u32;
@@ -264,8 +265,14 @@ mod tests {
 
     #[test]
     fn classes_are_four_bytes_apart_to_1k_and_32_above() {
-        assert_eq!((held(1), held(4), held(5), held(52), held(60)), (4, 4, 8, 52, 60));
-        assert_eq!((held(1024), held(1025), held(1053), held(1056)), (1024, 1056, 1056, 1056));
+        assert_eq!(
+            (held(1), held(4), held(5), held(52), held(60)),
+            (4, 4, 8, 52, 60)
+        );
+        assert_eq!(
+            (held(1024), held(1025), held(1053), held(1056)),
+            (1024, 1056, 1056, 1056)
+        );
         assert_eq!((held(4096), held(4097)), (4096, 4104));
         for size in 1..=MAX_SLAB {
             let i = class_index(size);
