@@ -108,14 +108,6 @@ static POOLS: LazyLock<Box<[Pool]>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Pages held now, over all pools (INFO and the tests read it).
-static PAGES: AtomicUsize = AtomicUsize::new(0);
-
-/// Bytes the slab holds from the allocator now.
-pub fn held_bytes() -> usize {
-    PAGES.load(Ordering::Relaxed) * PAGE_SIZE
-}
-
 fn arena() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
@@ -180,7 +172,6 @@ pub(crate) fn allocate(size: usize) -> NonNull<u8> {
         if raw.is_null() {
             handle_alloc_error(layout);
         }
-        PAGES.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `raw` is a fresh page, ours alone until pushed.
         unsafe {
             raw.write(Page {
@@ -251,7 +242,6 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
             // RSS falls as soon as records are deleted.
             libc::madvise(page as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED);
             dealloc(page as *mut u8, page_layout());
-            PAGES.fetch_sub(1, Ordering::Relaxed);
         }
     } else if !p.listed {
         push(&mut head, page);
