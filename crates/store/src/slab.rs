@@ -6,9 +6,10 @@
 //! block finds its page by masking its address), each page cut into blocks of one size class:
 //! 4 bytes apart up to 1 KiB, 32 bytes apart up to 4 KiB. Larger records are plain allocator
 //! blocks. A free block holds the offset of the next free one (free list per page); pages with
-//! free blocks are on their pool's list; a page whose last block is freed goes back to the
-//! allocator (its memory to the system at once) unless it is its pool's only page with room (one spare per pool, so that a record
-//! freed and written again does not take and give back a page each time).
+//! free blocks are on their pool's list; a page whose last block is freed leaves its pool for a
+//! small store of empty pages that any class takes its next page from (`SPARE_PAGES`, so that a
+//! record that moves between two classes does not take and give back a page each time), or,
+//! when that is full, goes back to the allocator, its memory to the system at once.
 //!
 //! Pools are per size class and per arena; a thread allocates from its own arena (threads are
 //! spread over `ARENAS` round robin) so that two I/O threads writing records of the same size
@@ -37,6 +38,9 @@ const SMALL_CLASSES: usize = SMALL_MAX / SMALL_STEP;
 const CLASSES: usize = SMALL_CLASSES + (MAX_SLAB - SMALL_MAX) / LARGE_STEP;
 /// Lock domains: enough that the I/O threads of a small machine rarely meet.
 const ARENAS: usize = 8;
+/// Empty pages kept for the next page any pool needs (1 MiB): bounded, and shared by all
+/// classes, so that a store whose records left many classes holds no page per class.
+const SPARE_PAGES: usize = 16;
 
 /// Bytes a record of `size` bytes really holds: its class size, or its own size above
 /// `MAX_SLAB` rounded to the allocator's 8-byte step. What the store charges for it.
@@ -98,6 +102,9 @@ unsafe impl Send for PagePtr {}
 // SAFETY: as above; a pool's mutable state sits behind its mutex.
 unsafe impl Sync for Pool {}
 unsafe impl Send for Pool {}
+
+/// The empty pages kept (see `SPARE_PAGES`). Taken after a pool's lock, never before one.
+static SPARES: Mutex<Vec<PagePtr>> = Mutex::new(Vec::new());
 
 static POOLS: LazyLock<Box<[Pool]>> = LazyLock::new(|| {
     (0..ARENAS * CLASSES)
@@ -166,13 +173,20 @@ pub(crate) fn allocate(size: usize) -> NonNull<u8> {
     let block = pool.block as u32;
     let mut head = pool.with_room.lock();
     if head.0.is_null() {
-        let layout = page_layout();
-        // SAFETY: a non-zero size; the header is written before any other use.
-        let raw = unsafe { alloc(layout) } as *mut Page;
-        if raw.is_null() {
-            handle_alloc_error(layout);
-        }
-        // SAFETY: `raw` is a fresh page, ours alone until pushed.
+        let spare = SPARES.lock().pop();
+        let raw = spare.map_or_else(
+            || {
+                let layout = page_layout();
+                // SAFETY: a non-zero size; the header is written before any other use.
+                let raw = unsafe { alloc(layout) } as *mut Page;
+                if raw.is_null() {
+                    handle_alloc_error(layout);
+                }
+                raw
+            },
+            |page| page.0,
+        );
+        // SAFETY: `raw` is a fresh or spare page, ours alone until pushed.
         unsafe {
             raw.write(Page {
                 pool,
@@ -233,10 +247,12 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
         if p.listed {
             unlink(&mut head, page);
         }
-        if head.0.is_null() {
-            // The pool's only page with room: keep it as the spare.
-            push(&mut head, page);
+        drop(head);
+        let mut spares = SPARES.lock();
+        if spares.len() < SPARE_PAGES {
+            spares.push(PagePtr(page));
         } else {
+            drop(spares);
             // The allocator would keep the page resident until it purges (after a delay, and
             // only when the freeing thread allocates again): give its memory back now, so that
             // RSS falls as soon as records are deleted.
@@ -271,8 +287,8 @@ mod tests {
         }
     }
 
-    /// Blocks are distinct, keep what was written, are reused after a free, and pages go back
-    /// to the allocator once empty (one spare per pool kept).
+    /// Blocks are distinct, keep what was written, are reused after a free, and pages leave
+    /// their pool once empty.
     #[test]
     fn blocks_are_reused_and_empty_pages_returned() {
         // A class no other test uses (the property test stays below it), so that the pool's
@@ -308,9 +324,11 @@ mod tests {
             unsafe { release(*b, size) };
         }
         let pool = &POOLS[arena() * CLASSES + class_index(size)];
-        let head = pool.with_room.lock();
-        assert!(!head.0.is_null());
-        assert!(unsafe { (*head.0).next.is_null() }, "one spare page kept");
+        assert!(
+            pool.with_room.lock().0.is_null(),
+            "empty pages leave the pool"
+        );
+        assert!(SPARES.lock().len() <= SPARE_PAGES);
     }
 
     #[test]
