@@ -1,16 +1,16 @@
-//! One cached record in a single heap allocation: a small header, the key and the value.
+//! One cached record in a single block (of `slab`'s pages, or of the allocator when large): a
+//! small header, the key and the value.
 //!
 //! A record is referenced by a thin pointer so that a table slot costs eight bytes. The header
-//! is variable length so that a 16-byte key with a 32-byte value fits a 64-byte allocation:
+//! is variable length so that a 16-byte key with a 32-byte value takes 60 bytes:
 //!
 //! ```text
 //! meta:u8 visited:u8 klen*2+no_cas:varint vlen:varint [expire_ms:u64] [flags:u32]
 //! [ntags:u8 (type:u32 value:i64)*] [version:u64] [cas:u64] key value
 //! ```
 //! The key length's low bit says the record has no `cas` (a store run with `--cas no`, as
-//! memcached's `-C`: 8 bytes less, which saves an allocator class where it crosses one, e.g. a
-//! 16-byte key with a 40-byte value goes from 80 to 64 bytes); it then has no `version` either,
-//! and WATCH compares the shard's change number instead (`Store::watch_version`).
+//! memcached's `-C`: 8 bytes less, which the slab's classes, 4 bytes apart up to 1 KiB, keep);
+//! it then has no `version` either, and WATCH compares the shard's change number instead (`Store::watch_version`).
 //! `expire_ms` is present only when the record was written with a deadline (0 then means "none"
 //! after a PERSIST, so a deadline can be changed in place); `flags` (memcached's client flags)
 //! only when non-zero. `cas` is the version clients see (memcached CAS); every write gives it a
@@ -19,7 +19,6 @@
 //! compares, so that WATCH sees every change whatever CAS the client asked for. `visited` is the eviction policy's reference byte (see `evict`): readers set it with a
 //! relaxed atomic store under the shard's shared lock, which is why it has a byte of its own.
 
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -197,12 +196,8 @@ impl ItemPtr {
     pub fn new(header: &Header, key: &[u8]) -> ItemPtr {
         debug_assert_eq!(key.len(), header.key_len);
         let size = header.alloc_size();
-        let layout = Layout::from_size_align(size, 1).expect("record size overflows");
-        // SAFETY: size > 0 (the header alone is at least 12 bytes).
-        let raw = unsafe { alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            handle_alloc_error(layout)
-        };
+        let ptr = crate::slab::allocate(size);
+        let raw = ptr.as_ptr();
         // SAFETY: we write only inside the `size` bytes just allocated.
         unsafe {
             let buf = std::slice::from_raw_parts_mut(raw, size);
@@ -394,7 +389,7 @@ impl ItemPtr {
 
     /// Bytes charged for the record: its allocation, and the collection it owns.
     pub fn charged(self) -> usize {
-        crate::shard::charge(self.alloc_size()) + self.collection().map_or(0, Collection::memory)
+        crate::slab::held(self.alloc_size()) + self.collection().map_or(0, Collection::memory)
     }
 
     /// The record's value as portable bytes: a string's or hash's value as is, a collection
@@ -615,8 +610,7 @@ impl ItemPtr {
         if let Some(collection) = self.collection_addr() {
             drop(Box::from_raw(collection));
         }
-        let size = self.alloc_size();
-        dealloc(self.0.as_ptr(), Layout::from_size_align_unchecked(size, 1));
+        crate::slab::release(self.0, self.alloc_size());
     }
 }
 

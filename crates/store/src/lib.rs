@@ -29,6 +29,7 @@ mod probation;
 mod scan;
 mod set;
 mod shard;
+pub mod slab;
 pub mod snapshot;
 mod table;
 pub mod tags;

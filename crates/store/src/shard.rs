@@ -77,7 +77,8 @@ pub(crate) struct Shard {
     pub field_cursor: usize,
 }
 
-/// Memory charged for a record: its allocation rounded to the allocator's 8-byte step.
+/// Memory charged for a byte copy held in an allocator block (the change backlog): its size
+/// rounded to the allocator's 8-byte step. Records are charged their slab class (`slab::held`).
 pub(crate) fn charge(size: usize) -> usize {
     (size + 7) & !7
 }
@@ -400,7 +401,7 @@ impl<'a> Entry<'a> {
             cas: keeps_cas.then_some(cas),
             version: version.filter(|_| keeps_cas),
         };
-        let new_charge = charge(header.alloc_size()) + ENTRY_COST * tags.len();
+        let new_charge = crate::slab::held(header.alloc_size()) + ENTRY_COST * tags.len();
         let old_charge = match self.probe {
             Probe::Found(i) => {
                 let old = self.shard.table.item_at(i).expect("occupied");
