@@ -117,6 +117,9 @@ pub(crate) struct Analysis {
     pub alter: bool,
     /// (table, column) pairs it UPDATEs, lower-case (write-behind refuses key changes).
     pub updates: Vec<(String, String)>,
+    /// Its result columns' names, read once when it was compiled (`SQL.QUERY` only): a
+    /// repeated query hands these out instead of asking SQLite and copying them each time.
+    pub columns: Arc<[String]>,
 }
 
 pub(crate) struct Conn {

@@ -18,7 +18,7 @@ fn patient() -> std::sync::Arc<SqlEngine> {
 
 fn inline(e: &SqlEngine, sql: &str, params: Vec<Value>) -> Option<Reply> {
     e.query_inline(sql.as_bytes(), &params)
-        .map(|r| r.unwrap_or_else(|err| panic!("{sql}: {err}")))
+        .map(|(r, _took)| r.unwrap_or_else(|err| panic!("{sql}: {err}")))
 }
 
 fn engine_reply(e: &SqlEngine, sql: &str, params: Vec<Value>) -> Reply {
@@ -62,9 +62,9 @@ fn point_and_range_reads_equal_the_engines() {
         assert_eq!(here, engine_reply(&e, sql, vec![p]), "{sql}");
     }
     // Errors are the engine's errors too.
-    let bad = e.query_inline(b"SELECT * FROM nowhere", &[]).unwrap();
+    let (bad, _) = e.query_inline(b"SELECT * FROM nowhere", &[]).unwrap();
     assert_eq!(bad.unwrap_err().message, "no such table: nowhere");
-    let bad = e.query_inline(b"SELECT ?", &[]).unwrap();
+    let (bad, _) = e.query_inline(b"SELECT ?", &[]).unwrap();
     assert!(bad.unwrap_err().message.contains("1 parameter(s)"));
 }
 
