@@ -173,6 +173,12 @@ pub(crate) fn query(
                     INLINE_LIKE,
                 )
                 .ok()?;
+            // Point lookups land anywhere in the image: a page cache as large as the writer's
+            // saves copying each page out of the memdb image again (a 4 KB copy under the
+            // image's mutex per leaf page otherwise). A write empties it at the next statement.
+            let kib = crate::conn::big_cache_kib(&shared.config) as i64;
+            conn.internal(|db| db.pragma_update(None, "cache_size", -kib))
+                .ok()?;
             *slot = Some(Reader {
                 engine,
                 conn,
