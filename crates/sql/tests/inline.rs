@@ -226,7 +226,11 @@ fn inline_reads_never_see_uncommitted_rows() {
 #[test]
 fn cached_statements_follow_schema_changes() {
     let e = engine();
-    exec(&e, "CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT)", vec![]);
+    exec(
+        &e,
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT)",
+        vec![],
+    );
     exec(&e, "INSERT INTO t VALUES (1, 'x')", vec![]);
     let q = "SELECT * FROM t WHERE id = ?";
     let shape = |r: Reply| match r {
@@ -241,7 +245,10 @@ fn cached_statements_follow_schema_changes() {
     exec(&e, "ALTER TABLE t ADD COLUMN b INTEGER DEFAULT 7", vec![]);
     let (cols, rows) = shape(inline(&e, q, vec![Value::Integer(1)]).expect("inline"));
     assert_eq!(cols, ["id", "a", "b"]);
-    assert_eq!(rows, vec![vec![Value::Integer(1), text("x"), Value::Integer(7)]]);
+    assert_eq!(
+        rows,
+        vec![vec![Value::Integer(1), text("x"), Value::Integer(7)]]
+    );
     // No row: the names still come from the current schema.
     exec(&e, "ALTER TABLE t RENAME COLUMN a TO renamed", vec![]);
     let (cols, rows) = shape(inline(&e, q, vec![Value::Integer(2)]).expect("inline"));
