@@ -469,7 +469,7 @@ impl<'c> Prepared<'c> {
 /// Records a one-statement SQL text's analysis. Takes the map alone, so it can be called
 /// while a statement borrows the connection.
 fn remember(
-    analyses: &mut std::collections::HashMap<String, Arc<Analysis>>,
+    analyses: &mut crate::conn::Analyses,
     sql: &str,
     a: Analysis,
 ) -> Arc<Analysis> {

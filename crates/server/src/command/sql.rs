@@ -153,7 +153,9 @@ fn inline(ctx: &mut Ctx<'_, '_>, sql: &[u8], params: &[Value]) -> bool {
     let Some((result, took)) = engine.query_inline(sql, params) else {
         return false;
     };
-    if let Some(command) = super::lookup(ctx.arg(0)) {
+    // Only SQL.QUERY runs inline: its table entry, looked up once rather than per query.
+    static QUERY: std::sync::OnceLock<Option<&'static super::Command>> = std::sync::OnceLock::new();
+    if let Some(command) = *QUERY.get_or_init(|| super::lookup(b"sql.query")) {
         super::observe_hook::inline_sql(ctx.shared, command, ctx.args, &ctx.conn.client, took);
     }
     encode(ctx.out, ctx.conn.version, result);
