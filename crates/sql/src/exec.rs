@@ -468,11 +468,7 @@ impl<'c> Prepared<'c> {
 
 /// Records a one-statement SQL text's analysis. Takes the map alone, so it can be called
 /// while a statement borrows the connection.
-fn remember(
-    analyses: &mut crate::conn::Analyses,
-    sql: &str,
-    a: Analysis,
-) -> Arc<Analysis> {
+fn remember(analyses: &mut crate::conn::Analyses, sql: &str, a: Analysis) -> Arc<Analysis> {
     if analyses.len() >= CACHE {
         analyses.clear();
     }
