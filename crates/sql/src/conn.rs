@@ -117,6 +117,9 @@ pub(crate) struct Analysis {
     pub alter: bool,
     /// (table, column) pairs it UPDATEs, lower-case (write-behind refuses key changes).
     pub updates: Vec<(String, String)>,
+    /// Its result columns' names, read once when it was compiled (`SQL.QUERY` only): a
+    /// repeated query hands these out instead of asking SQLite and copying them each time.
+    pub columns: Arc<[String]>,
 }
 
 pub(crate) struct Conn {
@@ -124,10 +127,14 @@ pub(crate) struct Conn {
     pub auth: Arc<Mutex<AuthState>>,
     /// Analyses of statements in rusqlite's statement cache, keyed by SQL text. A user
     /// statement runs only once its analysis exists, i.e. once the authorizer has seen it.
-    pub analyses: HashMap<String, Arc<Analysis>>,
+    pub analyses: Analyses,
     /// `Shared::schema_epoch` when `analyses` was last known valid.
     pub epoch: u64,
 }
+
+/// Analyses by SQL text. ahash rather than SipHash: an inline point lookup looks its text up
+/// on every run, and SipHash of it was a visible part of the lookup's cost (callgrind).
+pub(crate) type Analyses = HashMap<String, Arc<Analysis>, ahash::RandomState>;
 
 /// Statements kept prepared per connection (and analyses remembered).
 pub(crate) const CACHE: usize = 256;
@@ -152,7 +159,7 @@ impl Conn {
         Ok(Conn {
             db,
             auth,
-            analyses: HashMap::new(),
+            analyses: Analyses::default(),
             epoch: 0,
         })
     }

@@ -279,40 +279,49 @@ fn bind(stmt: &mut Statement<'_>, params: &[Value]) -> Result<(), SqlError> {
 }
 
 /// Marks the connection as stepping (so an ATTACH seen now is VACUUM's) until dropped, and
-/// times the statement (the statement latency histogram).
-struct Running<'a>(&'a Conn, &'a Shared, std::time::Instant);
+/// times the statement (the statement latency histogram). An inline statement is timed by
+/// `crate::inline` around the whole attempt instead: one pair of clock reads serves both the
+/// histogram and the server's slow log.
+struct Running<'a>(&'a Conn, &'a Shared, Option<std::time::Instant>);
 
 impl<'a> Running<'a> {
     fn new(conn: &'a Conn, shared: &'a Shared) -> Running<'a> {
         conn.auth.lock().running = true;
-        Running(conn, shared, std::time::Instant::now())
+        let started = (!crate::inline::active()).then(std::time::Instant::now);
+        Running(conn, shared, started)
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.auth.lock().running = false;
-        if crate::inline::abandoned() {
-            // Timed when the engine runs it.
-            return;
+        if let Some(started) = self.2 {
+            self.1
+                .counters
+                .statement_took(started.elapsed().as_nanos() as u64);
         }
-        self.1
-            .counters
-            .statement_took(self.2.elapsed().as_nanos() as u64);
     }
 }
 
+/// The result column names of `stmt` (SQLite's, copied).
+fn column_names(stmt: &Statement<'_>) -> Arc<[String]> {
+    stmt.column_names().into_iter().map(String::from).collect()
+}
+
 /// Steps `stmt` to the end, collecting rows until they pass `max_result_bytes`.
+/// `columns` are the names the statement had when its analysis was made (under the current
+/// schema epoch); should SQLite have recompiled it since to a different shape (a schema change
+/// committed in between), the names are read again from the running statement.
 fn rows(
     shared: &Shared,
     conn: &Conn,
     stmt: &mut Statement<'_>,
     params: &[Value],
+    mut columns: Arc<[String]>,
 ) -> Result<Reply, SqlError> {
     bind(stmt, params)?;
     shared.counters.statements.fetch_add(1, Relaxed);
-    let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
-    let (n, max) = (columns.len(), shared.config.max_result_bytes);
+    let max = shared.config.max_result_bytes;
     let mut size: usize = columns.iter().map(|c| c.len() + 16).sum();
     let mut out = Vec::new();
     let _deadline = Deadline::arm(shared.config.timeout);
@@ -324,6 +333,13 @@ fn rows(
             Ok(None) => break,
             Err(e) => return Err(run_error(shared, conn, e)),
         };
+        let n = row.as_ref().column_count();
+        if n != columns.len() {
+            let names = |c: &[String]| c.iter().map(|c| c.len() + 16).sum::<usize>();
+            size -= names(&columns);
+            columns = column_names(row.as_ref());
+            size += names(&columns);
+        }
         let mut vals = Vec::with_capacity(n);
         for i in 0..n {
             let v = row.get_ref_unwrap(i);
@@ -404,10 +420,11 @@ pub(crate) fn query(
                     return Outcome::Done(Err(compile_error(shared, conn, e)), Effects::default())
                 }
             };
-            let a = analysis(conn, &stmt);
+            let mut a = analysis(conn, &stmt);
             if !a.readonly && side != Side::Writer {
                 return Outcome::ToWriter;
             }
+            a.columns = column_names(&stmt);
             let a = remember(&mut conn.analyses, sql, a);
             (a, Prepared::Fresh(stmt))
         }
@@ -416,10 +433,15 @@ pub(crate) fn query(
         ddl: a.ddl,
         wrote: !a.readonly,
     };
+    // An analysis made by SQL.EXEC (same text, on the writer) has no column names yet.
+    let columns = match a.columns.is_empty() && stmt.get().column_count() > 0 {
+        true => column_names(stmt.get()),
+        false => a.columns.clone(),
+    };
     let conn = &*conn;
     let result = before(shared, conn, side, &a).and_then(|()| {
         renames(shared, conn, a.alter, || {
-            rows(shared, conn, stmt.get(), params)
+            rows(shared, conn, stmt.get(), params, columns)
         })
     });
     drop(stmt);
@@ -446,11 +468,7 @@ impl<'c> Prepared<'c> {
 
 /// Records a one-statement SQL text's analysis. Takes the map alone, so it can be called
 /// while a statement borrows the connection.
-fn remember(
-    analyses: &mut std::collections::HashMap<String, Arc<Analysis>>,
-    sql: &str,
-    a: Analysis,
-) -> Arc<Analysis> {
+fn remember(analyses: &mut crate::conn::Analyses, sql: &str, a: Analysis) -> Arc<Analysis> {
     if analyses.len() >= CACHE {
         analyses.clear();
     }

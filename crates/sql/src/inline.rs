@@ -25,7 +25,7 @@ use crate::{Reply, SqlError, Value};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Stack an inline compilation may use below the caller's frame before SQLite's allocations
 /// fail on it (and the statement goes to the engine, whose threads allow `guard::DEPTH_BUDGET`):
@@ -141,14 +141,14 @@ impl Drop for Running {
     }
 }
 
-/// Runs `sql` (an `SQL.QUERY`) on this thread if it is read-only and short; None when the
-/// caller must hand it to the engine (`SqlEngine::submit_for`).
+/// Runs `sql` (an `SQL.QUERY`) on this thread if it is read-only and short: its result and how
+/// long it ran; None when the caller must hand it to the engine (`SqlEngine::submit_for`).
 pub(crate) fn query(
     shared: &Arc<Shared>,
     engine: u64,
     sql: &[u8],
     params: &[Value],
-) -> Option<Result<Reply, SqlError>> {
+) -> Option<(Result<Reply, SqlError>, Duration)> {
     let steps = shared.config.inline_steps;
     if steps == 0 || shared.closed.load(Relaxed) {
         return None;
@@ -173,6 +173,12 @@ pub(crate) fn query(
                     INLINE_LIKE,
                 )
                 .ok()?;
+            // Point lookups land anywhere in the image: a page cache as large as the writer's
+            // saves copying each page out of the memdb image again (a 4 KB copy under the
+            // image's mutex per leaf page otherwise). A write empties it at the next statement.
+            let kib = crate::conn::big_cache_kib(&shared.config) as i64;
+            conn.internal(|db| db.pragma_update(None, "cache_size", -kib))
+                .ok()?;
             *slot = Some(Reader {
                 engine,
                 conn,
@@ -194,9 +200,12 @@ pub(crate) fn query(
             return None;
         }
         LEFT.set(Some(budget(steps)));
+        // Timed here, once, for both the latency histogram and the caller's slow log.
+        let started = Instant::now();
         let out = crate::worker::guarded(&mut reader.conn, |conn| {
             Ok(exec::query(shared, conn, Side::Inline, sql, params))
         });
+        let took = started.elapsed();
         let why = ABANDONED.get();
         drop(running);
         if RELOAD.replace(false) {
@@ -209,7 +218,8 @@ pub(crate) fn query(
         match (why, out) {
             (None, Ok(Outcome::Done(result, _))) => {
                 counters.inline.fetch_add(1, Relaxed);
-                Some(result)
+                counters.statement_took(took.as_nanos() as u64);
+                Some((result, took))
             }
             (why, _) => {
                 if why == Some(Why::Long) {

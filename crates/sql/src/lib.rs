@@ -231,8 +231,13 @@ impl SqlEngine {
     /// no writer and no rows to expire first): its result, or None when the caller must
     /// [`submit_for`](Self::submit_for) it as usual (nothing of the attempt then shows or
     /// counts; the engine runs it from the start). Never blocks; the budget bounds its time.
-    /// See `inline.rs`.
-    pub fn query_inline(&self, sql: &[u8], params: &[Value]) -> Option<Result<Reply, SqlError>> {
+    /// With the result comes how long the statement ran (as the latency histogram counts it),
+    /// so the caller need not read the clock again for its own records. See `inline.rs`.
+    pub fn query_inline(
+        &self,
+        sql: &[u8],
+        params: &[Value],
+    ) -> Option<(Result<Reply, SqlError>, Duration)> {
         inline::query(&self.shared, self.id, sql, params)
     }
 

@@ -117,7 +117,8 @@ impl Counters {
 /// collision only forgets one): they queue in the readers' heavy lane, which the express
 /// reader leaves alone, so quick statements are not stuck behind them.
 pub(crate) struct HeavyTexts {
-    hasher: std::collections::hash_map::RandomState,
+    /// ahash, not SipHash: every inline query hashes its text here first.
+    hasher: ahash::RandomState,
     slots: Vec<AtomicU64>,
 }
 
@@ -133,7 +134,6 @@ impl HeavyTexts {
     }
 
     pub fn key(&self, sql: &[u8]) -> u64 {
-        use std::hash::BuildHasher;
         self.hasher.hash_one(sql) | 1
     }
 

@@ -1,5 +1,6 @@
 //! The values, requests and replies that cross the engine's API.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One SQL value. `Text` carries bytes because SQLite does not enforce UTF-8 on text it
@@ -85,7 +86,8 @@ pub enum Reply {
     /// Rows changed by `Exec` (INSERT/UPDATE/DELETE statements only, triggers excluded).
     Changed(u64),
     Rows {
-        columns: Vec<String>,
+        /// Shared with the statement's cached analysis: a repeated query copies no names.
+        columns: Arc<[String]>,
         rows: Vec<Vec<Value>>,
     },
     Rules(ExpiryRules),

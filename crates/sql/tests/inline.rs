@@ -18,7 +18,7 @@ fn patient() -> std::sync::Arc<SqlEngine> {
 
 fn inline(e: &SqlEngine, sql: &str, params: Vec<Value>) -> Option<Reply> {
     e.query_inline(sql.as_bytes(), &params)
-        .map(|r| r.unwrap_or_else(|err| panic!("{sql}: {err}")))
+        .map(|(r, _took)| r.unwrap_or_else(|err| panic!("{sql}: {err}")))
 }
 
 fn engine_reply(e: &SqlEngine, sql: &str, params: Vec<Value>) -> Reply {
@@ -62,9 +62,9 @@ fn point_and_range_reads_equal_the_engines() {
         assert_eq!(here, engine_reply(&e, sql, vec![p]), "{sql}");
     }
     // Errors are the engine's errors too.
-    let bad = e.query_inline(b"SELECT * FROM nowhere", &[]).unwrap();
+    let (bad, _) = e.query_inline(b"SELECT * FROM nowhere", &[]).unwrap();
     assert_eq!(bad.unwrap_err().message, "no such table: nowhere");
-    let bad = e.query_inline(b"SELECT ?", &[]).unwrap();
+    let (bad, _) = e.query_inline(b"SELECT ?", &[]).unwrap();
     assert!(bad.unwrap_err().message.contains("1 parameter(s)"));
 }
 
@@ -219,4 +219,46 @@ fn inline_reads_never_see_uncommitted_rows() {
     }
     assert!(seen > 0, "no inline read ran");
     assert_eq!(int(&e, "SELECT count(*) FROM frag WHERE id = 1000"), 1);
+}
+
+/// The columns of a repeated query come from its cached analysis: a schema change made on
+/// the writer (another connection) must show at once, never a stale statement's shape.
+#[test]
+fn cached_statements_follow_schema_changes() {
+    let e = engine();
+    exec(
+        &e,
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT)",
+        vec![],
+    );
+    exec(&e, "INSERT INTO t VALUES (1, 'x')", vec![]);
+    let q = "SELECT * FROM t WHERE id = ?";
+    let shape = |r: Reply| match r {
+        Reply::Rows { columns, rows } => (columns.to_vec(), rows),
+        other => panic!("unexpected reply {other:?}"),
+    };
+    for _ in 0..3 {
+        let (cols, rows) = shape(inline(&e, q, vec![Value::Integer(1)]).expect("inline"));
+        assert_eq!(cols, ["id", "a"]);
+        assert_eq!(rows, vec![vec![Value::Integer(1), text("x")]]);
+    }
+    exec(&e, "ALTER TABLE t ADD COLUMN b INTEGER DEFAULT 7", vec![]);
+    let (cols, rows) = shape(inline(&e, q, vec![Value::Integer(1)]).expect("inline"));
+    assert_eq!(cols, ["id", "a", "b"]);
+    assert_eq!(
+        rows,
+        vec![vec![Value::Integer(1), text("x"), Value::Integer(7)]]
+    );
+    // No row: the names still come from the current schema.
+    exec(&e, "ALTER TABLE t RENAME COLUMN a TO renamed", vec![]);
+    let (cols, rows) = shape(inline(&e, q, vec![Value::Integer(2)]).expect("inline"));
+    assert_eq!(cols, ["id", "renamed", "b"]);
+    assert!(rows.is_empty());
+    assert_eq!(try_query(&e, q, vec![Value::Integer(2)]).unwrap().0, cols);
+    // A text first analysed by SQL.EXEC (no column names) still names its columns.
+    exec(&e, "SELECT id FROM t", vec![]);
+    assert_eq!(try_query(&e, "SELECT id FROM t", vec![]).unwrap().0, ["id"]);
+    exec(&e, "DROP TABLE t", vec![]);
+    let (gone, _) = e.query_inline(q.as_bytes(), &[Value::Integer(1)]).unwrap();
+    assert_eq!(gone.unwrap_err().message, "no such table: t");
 }

@@ -22,14 +22,15 @@ use crate::clients::peer_gone;
 /// [`Value::from_bulk`]; the typed form is for clients that know their values' types
 /// (`SELECT ? = 5` with an INTEGER 5 is true, with the text '5' false). `TYPES` alone is not
 /// SQL, so the form cannot be mistaken for a statement.
-fn statement(ctx: &Ctx<'_, '_>) -> Result<(Vec<u8>, Vec<Value>), Vec<u8>> {
+/// The text is borrowed from the request: a query run inline copies it nowhere.
+fn statement<'a>(ctx: &Ctx<'a, '_>) -> Result<(&'a [u8], Vec<Value>), Vec<u8>> {
     if ctx.argc() < 4 || !ctx.arg(1).eq_ignore_ascii_case(b"types") {
         let params = ctx
             .args
             .tail(2)
             .map(|a| Value::from_bulk(a.to_vec()))
             .collect();
-        return Ok((ctx.arg(1).to_vec(), params));
+        return Ok((ctx.arg(1), params));
     }
     let spec = ctx.arg(2);
     let args: Vec<&[u8]> = ctx.args.tail(4).collect();
@@ -64,7 +65,7 @@ fn statement(ctx: &Ctx<'_, '_>) -> Result<(Vec<u8>, Vec<Value>), Vec<u8>> {
             }
         });
     }
-    Ok((ctx.arg(3).to_vec(), params))
+    Ok((ctx.arg(3), params))
 }
 
 /// Sends `request` to the engine; the reply arrives through the mailbox.
@@ -118,15 +119,27 @@ fn submit(ctx: &mut Ctx<'_, '_>, request: Request) {
 
 pub fn exec(ctx: &mut Ctx<'_, '_>) {
     match statement(ctx) {
-        Ok((sql, params)) => submit(ctx, Request::Exec { sql, params }),
+        Ok((sql, params)) => submit(
+            ctx,
+            Request::Exec {
+                sql: sql.to_vec(),
+                params,
+            },
+        ),
         Err(msg) => ctx.err(&msg),
     }
 }
 
 pub fn query(ctx: &mut Ctx<'_, '_>) {
     match statement(ctx) {
-        Ok((sql, params)) if inline(ctx, &sql, &params) => {}
-        Ok((sql, params)) => submit(ctx, Request::Query { sql, params }),
+        Ok((sql, params)) if inline(ctx, sql, &params) => {}
+        Ok((sql, params)) => submit(
+            ctx,
+            Request::Query {
+                sql: sql.to_vec(),
+                params,
+            },
+        ),
         Err(msg) => ctx.err(&msg),
     }
 }
@@ -137,18 +150,13 @@ fn inline(ctx: &mut Ctx<'_, '_>, sql: &[u8], params: &[Value]) -> bool {
     let Some(engine) = ctx.shared.sql.as_ref() else {
         return false;
     };
-    let started = std::time::Instant::now();
-    let Some(result) = engine.query_inline(sql, params) else {
+    let Some((result, took)) = engine.query_inline(sql, params) else {
         return false;
     };
-    if let Some(command) = super::lookup(ctx.arg(0)) {
-        super::observe_hook::inline_sql(
-            ctx.shared,
-            command,
-            ctx.args,
-            &ctx.conn.client,
-            started.elapsed(),
-        );
+    // Only SQL.QUERY runs inline: its table entry, looked up once rather than per query.
+    static QUERY: std::sync::OnceLock<Option<&'static super::Command>> = std::sync::OnceLock::new();
+    if let Some(command) = *QUERY.get_or_init(|| super::lookup(b"sql.query")) {
+        super::observe_hook::inline_sql(ctx.shared, command, ctx.args, &ctx.conn.client, took);
     }
     encode(ctx.out, ctx.conn.version, result);
     true

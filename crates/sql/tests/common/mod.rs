@@ -35,7 +35,7 @@ pub fn try_query(
         sql: sql.as_bytes().to_vec(),
         params,
     })? {
-        Reply::Rows { columns, rows } => Ok((columns, rows)),
+        Reply::Rows { columns, rows } => Ok((columns.to_vec(), rows)),
         other => panic!("unexpected reply {other:?}"),
     }
 }
