@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 pub use config::{Database, MappingConfig, Mode, ValueShape};
-pub use db::{encode_row, Cell};
+pub use db::{encode_row, encode_sql_row, Cell};
 pub use dead::{DeadLetter, DEAD_MAX};
 pub use log::OpKind;
 pub use read::{Loaded, Miss, Sink, Waiter};
@@ -547,8 +547,8 @@ impl Engine {
         }
     }
 
-    /// Buffers a change of a row of `m`'s SQL table (key: its primary key value as text;
-    /// value: [`db::encode_row`]'s columns, the key column first) and notes it for
+    /// Buffers a change of a row of `m`'s SQL table (key: its primary key as text; value:
+    /// [`db::encode_sql_row`]'s key columns and other columns) and notes it for
     /// [`Engine::commit`], as [`Engine::capture`] does for a key.
     pub fn capture_row(&self, m: &Arc<Mapping>, key: &[u8], op: OpKind, value: &[u8]) {
         let lsn = m.log.append(op, key, value);
