@@ -198,21 +198,22 @@ def same_rows(r, db):
 def change_keyed_tables(r):
     run = lambda sql: r.execute_command("SQL.EXEC", sql)  # noqa: E731
     run("INSERT INTO tkey VALUES ('a', 1), ('b', 2), ('c', 3), ('it''s', 4)")
+    run("INSERT INTO ckey VALUES ('x', 1, 'one'), ('x', 2, 'two'), ('y', 1, 'three'), ('1:x', 2, 'odd')")
+    run("INSERT INTO wkey VALUES ('p', 'pv'), ('q', 'qv'), ('s', 'sv')")
+    # A savepoint rolled back changes nothing.
+    run("SAVEPOINT s; DELETE FROM wkey; UPDATE ckey SET v = 'z'; ROLLBACK TO s; RELEASE s")
     run("UPDATE tkey SET v = 20 WHERE name = 'b'")
     run("UPDATE tkey SET name = 'c2' WHERE name = 'c'")  # the key moves
     run("DELETE FROM tkey WHERE name = 'a'")
     # REPLACE removes the row holding the same UNIQUE value under another key.
     run("INSERT OR REPLACE INTO tkey VALUES ('r', 20)")
-    run("INSERT INTO ckey VALUES ('x', 1, 'one'), ('x', 2, 'two'), ('y', 1, 'three'), ('1:x', 2, 'odd')")
     run("UPDATE ckey SET v = 'TWO' WHERE a = 'x' AND b = 2")
     run("UPDATE ckey SET b = 9 WHERE a = 'y'")  # one of two key columns moves
+    # Deletes by both key columns (('x', 2) stays).
     run("DELETE FROM ckey WHERE a = 'x' AND b = 1")
-    run("INSERT INTO wkey VALUES ('p', 'pv'), ('q', 'qv'), ('s', 'sv')")
     run("UPDATE wkey SET v = 'pv2' WHERE k = 'p'")
     run("UPDATE wkey SET k = 'q2' WHERE k = 'q'")
     run("DELETE FROM wkey WHERE k = 's'")
-    # A savepoint rolled back changes nothing.
-    run("SAVEPOINT s; DELETE FROM wkey; UPDATE ckey SET v = 'z'; ROLLBACK TO s; RELEASE s")
 
 
 def test_text_composite_and_without_rowid_keys(db, tmp_path):
@@ -224,6 +225,12 @@ def test_text_composite_and_without_rowid_keys(db, tmp_path):
         for table, (mine, _theirs) in KEYED.items():
             r.execute_command("SQL.EXEC", f"CREATE TABLE {table} {mine}")
         change_keyed_tables(r)
+        drained(r, list(KEYED))
+        same_rows(r, db)
+        # A delete in a batch of its own takes only its row (('x', 2) shares its first column).
+        r.execute_command("SQL.EXEC", "INSERT INTO ckey VALUES ('x', 5, 'five')")
+        drained(r, list(KEYED))
+        r.execute_command("SQL.EXEC", "DELETE FROM ckey WHERE a = 'x' AND b = 5")
         drained(r, list(KEYED))
         same_rows(r, db)
         assert keyed_rows(db.sql("SELECT * FROM tkey")) == [("c2", "3"), ("it's", "4"), ("r", "20")]

@@ -73,11 +73,11 @@ impl sql::ChangeSink for SqlChanges {
                         .filter(|(i, _)| !keys.contains(i))
                         .map(|(_, (name, v))| (name.as_str(), cell(v)))
                         .collect();
-                    let value = writeback::encode_sql_row(&key_cols, Some(&rest));
+                    let value = writeback::encode_sql_row(&key_cols, &rest);
                     self.1.capture_row(&m, &key, writeback::OpKind::Row, &value);
                 }
                 None => {
-                    let value = writeback::encode_sql_row(&key_cols, None);
+                    let value = writeback::encode_sql_row(&key_cols, &[]);
                     self.1
                         .capture_row(&m, &key, writeback::OpKind::Delete, &value);
                 }

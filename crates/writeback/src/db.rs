@@ -40,18 +40,16 @@ pub enum Cell<'a> {
     Blob(&'a [u8]),
 }
 
-/// A row of an SQL table as a log record's value: its primary key columns, then (for a row
-/// that exists; a delete has none) its other columns, each part as [`encode_row`] writes it.
-pub fn encode_sql_row(key: &[(&str, Cell<'_>)], rest: Option<&[(&str, Cell<'_>)]>) -> Vec<u8> {
+/// A row of an SQL table as a log record's value: its primary key columns, then its other
+/// columns (none for a delete), each part as [`encode_row`] writes it.
+pub fn encode_sql_row(key: &[(&str, Cell<'_>)], rest: &[(&str, Cell<'_>)]) -> Vec<u8> {
     let mut out = encode_row(key);
-    if let Some(rest) = rest {
-        out.extend_from_slice(&encode_row(rest));
-    }
+    out.extend_from_slice(&encode_row(rest));
     out
 }
 
 /// Reads [`encode_sql_row`]'s key columns and other columns back as text. A record of an
-/// older log holds one part whose first column is the key (always so for a delete).
+/// older log holds one part whose first column is the key.
 pub fn decode_sql_row(mut buf: &[u8]) -> Result<(Text, Text), String> {
     let mut key = decode_part(&mut buf)?;
     if buf.is_empty() {
@@ -301,6 +299,29 @@ pub fn row_columns(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sql_rows_carry_their_key_columns_apart() {
+        let text = |cols: &[(&str, Option<&str>)]| -> Text {
+            cols.iter()
+                .map(|(c, v)| (c.to_string(), v.map(str::to_string)))
+                .collect()
+        };
+        let key = [("a", Cell::Text(b"x")), ("b", Cell::Integer(2))];
+        let row = encode_sql_row(&key, &[("v", Cell::Null)]);
+        let (k, rest) = decode_sql_row(&row).unwrap();
+        assert_eq!(k, text(&[("a", Some("x")), ("b", Some("2"))]));
+        assert_eq!(rest, text(&[("v", None)]));
+        // A delete (or a row with no other column): the key alone.
+        let (k, rest) = decode_sql_row(&encode_sql_row(&key, &[])).unwrap();
+        assert_eq!((k.len(), rest.len()), (2, 0));
+        // An older log's record: one part, the key first (a delete's: the key alone).
+        let old = encode_row(&[("id", Cell::Integer(7)), ("v", Cell::Text(b"t"))]);
+        let (k, rest) = decode_sql_row(&old).unwrap();
+        assert_eq!(k, text(&[("id", Some("7"))]));
+        assert_eq!(rest, text(&[("v", Some("t"))]));
+        assert!(decode_sql_row(&row[..row.len() - 1]).is_err(), "a cut encoding");
+    }
 
     #[test]
     fn rows_encode_and_decode_as_text_with_nulls() {
