@@ -320,7 +320,10 @@ mod tests {
         let (k, rest) = decode_sql_row(&old).unwrap();
         assert_eq!(k, text(&[("id", Some("7"))]));
         assert_eq!(rest, text(&[("v", Some("t"))]));
-        assert!(decode_sql_row(&row[..row.len() - 1]).is_err(), "a cut encoding");
+        assert!(
+            decode_sql_row(&row[..row.len() - 1]).is_err(),
+            "a cut encoding"
+        );
     }
 
     #[test]
