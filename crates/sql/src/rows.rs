@@ -41,10 +41,13 @@ pub struct RowChanges<'a> {
     pub keys: Result<&'a [usize], String>,
     /// The table's columns, in order.
     pub columns: &'a [String],
-    /// Each changed row's primary key values (in `keys` order) and its columns now (None: the
-    /// row is gone).
-    pub rows: &'a [(Vec<Value>, Option<Vec<Value>>)],
+    /// Each changed row.
+    pub rows: &'a [ChangedRow],
 }
+
+/// A changed row's primary key values (in [`RowChanges::keys`] order) and its columns now
+/// (None: the row is gone).
+pub type ChangedRow = (Vec<Value>, Option<Vec<Value>>);
 
 /// One table's noted rows: each change's old and/or new row image (all columns).
 struct Table {
@@ -293,7 +296,7 @@ fn tell(sink: &dyn ChangeSink, conn: &Conn, noted: Table) {
         quoted(table),
         filter.join(" AND ")
     );
-    let now: rusqlite::Result<Vec<(Vec<Value>, Option<Vec<Value>>)>> = conn.internal(|db| {
+    let now: rusqlite::Result<Vec<ChangedRow>> = conn.internal(|db| {
         let mut stmt = db.prepare(&select)?;
         let n = stmt.column_count();
         wanted
