@@ -579,6 +579,14 @@ impl Engine {
         }
     }
 
+    /// Whether [`Engine::admit`] may have anything to decide for some key: a log may be at its
+    /// bound, or a mapping is write-through. False in the usual case, when a write command's
+    /// keys need not be looked at.
+    #[inline]
+    pub fn keys_need_admission(&self) -> bool {
+        self.maybe_full.load(Relaxed) || self.through.load(Relaxed)
+    }
+
     /// Checked before a write command runs: a write to a key whose mapping's log is full is
     /// refused (or waits, `wb-on-full block`), so the cache never gets ahead of the log.
     /// Admitted, says whether the key's mapping is write-through (the caller then notes the
@@ -587,9 +595,7 @@ impl Engine {
         if !self.active() {
             return Ok(false);
         }
-        // No log near its bound and no write-through mapping (the usual case): nothing to
-        // decide for any key.
-        if !self.maybe_full.load(Relaxed) && !self.through.load(Relaxed) {
+        if !self.keys_need_admission() {
             return Ok(false);
         }
         // Room in the log: decided under the mappings' read lock, with no copy of the

@@ -33,6 +33,10 @@ pub(super) fn admit<B: Body>(
     // A replica's changes are not captured (its primary writes them back): nothing to note.
     let capturing = !shared.store.replica_mode();
     let mut refused = command.name == "sql.exec" && wb.admit_sql().is_err();
+    // No log near its bound and no write-through mapping: no key to look at.
+    if !wb.keys_need_admission() {
+        return refused.then_some(FULL);
+    }
     body.for_each_key(command, &mut |key| {
         let through = match wb.admit(key) {
             Ok(through) => through,
