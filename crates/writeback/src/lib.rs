@@ -355,7 +355,8 @@ impl Engine {
         self.active.store(!mappings.is_empty(), Relaxed);
         let reading = mappings.iter().any(|m| m.config.read_through);
         self.reading.store(reading, Relaxed);
-        self.through.store(mappings.iter().any(|m| m.through()), Relaxed);
+        self.through
+            .store(mappings.iter().any(|m| m.through()), Relaxed);
         // A mapping added may resume a log already at the bound.
         self.maybe_full.store(true, Relaxed);
     }
