@@ -25,7 +25,7 @@ SCHEMA = "(id INTEGER PRIMARY KEY, name TEXT, hits INTEGER, score REAL)"
 def db(request, tmp_path):
     if request.param == "postgres":
         d = Db("postgres", tmp_path, request.getfixturevalue("pg"))
-        d.sql("DROP TABLE IF EXISTS stats, nokey, tkey, ckey, wkey")
+        d.sql("DROP TABLE IF EXISTS stats, nokey, tkey, ckey, wkey, gkey")
         return d
     return Db("sqlite", tmp_path)
 
@@ -263,3 +263,24 @@ def test_keyed_tables_resume_after_kill9(db, tmp_path):
             assert keyed_rows(db.sql(f"SELECT * FROM {table}")) == want[table], table
     finally:
         srv2.stop()
+
+
+def test_generated_columns_are_not_written(db, tmp_path):
+    """A table's generated columns (VIRTUAL or STORED, between others) stay cairn's: the
+    database's table has the other columns, and each row's values land in their own columns."""
+    db.sql("CREATE TABLE gkey (k text PRIMARY KEY, v integer, note text)")
+    srv = start(config(tmp_path, db, tables=("gkey",)), f"wbsql-gen-{db.kind}")
+    try:
+        r = srv.client()
+        r.execute_command(
+            "SQL.EXEC",
+            "CREATE TABLE gkey (k TEXT PRIMARY KEY, v INTEGER, twice INTEGER AS (v * 2) VIRTUAL, "
+            "thrice INTEGER AS (v * 3) STORED, note TEXT)",
+        )
+        r.execute_command("SQL.EXEC", "INSERT INTO gkey (k, v, note) VALUES ('a', 1, 'x'), ('b', 2, 'y')")
+        r.execute_command("SQL.EXEC", "UPDATE gkey SET v = 5, k = 'c' WHERE k = 'b'")
+        drained(r, ["gkey"])
+        assert keyed_rows(db.sql("SELECT k, v, note FROM gkey")) == [("a", "1", "x"), ("c", "5", "y")]
+        assert r.execute_command("WB.DLQ", "gkey", "LIST") == []
+    finally:
+        srv.stop()

@@ -146,11 +146,15 @@ unsafe fn image(t: &mut Table, db: *mut ffi::sqlite3, get: Getter) {
     let mut row = Vec::with_capacity(count.max(0) as usize);
     for i in 0..count {
         let mut v: *mut ffi::sqlite3_value = std::ptr::null_mut();
-        if unsafe { get(db, i, &mut v) } != ffi::SQLITE_OK || v.is_null() {
-            t.overflow = true; // unreadable: the request's rows of this table are refused
-            return;
-        }
-        row.push(unsafe { value(v) });
+        // A VIRTUAL generated column has no stored value (SQLITE_RANGE): it is not written
+        // back, nor can it be a key column, so NULL stands in (a key column read so is
+        // refused as a NULL key).
+        let read = unsafe { get(db, i, &mut v) } == ffi::SQLITE_OK && !v.is_null();
+        row.push(if read {
+            unsafe { value(v) }
+        } else {
+            Value::Null
+        });
     }
     t.images.push(row);
 }
@@ -246,25 +250,32 @@ fn tell(sink: &dyn ChangeSink, conn: &Conn, noted: Table) {
         })
     };
     // The table as it is now: its columns and primary key (none: dropped by the request).
-    let info: rusqlite::Result<Vec<(String, i64)>> = conn.internal(|db| {
-        let mut stmt = db.prepare("SELECT name, pk FROM pragma_table_info(?1)")?;
-        let rows = stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    // Every column, generated ones too (a row image holds them all, in this order).
+    let info: rusqlite::Result<Vec<(String, i64, i64)>> = conn.internal(|db| {
+        let mut stmt = db.prepare("SELECT name, pk, hidden FROM pragma_table_xinfo(?1)")?;
+        let rows = stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         rows.collect()
     });
     let Ok(info) = info else { return };
     if info.is_empty() {
         return;
     }
-    let columns: Vec<String> = info.iter().map(|(c, _)| c.clone()).collect();
-    let mut keys: Vec<usize> = (0..info.len()).filter(|&i| info[i].1 > 0).collect();
-    keys.sort_by_key(|&i| info[i].1);
-    if keys.is_empty() {
+    // Generated columns are not written back: the database computes its own.
+    let written: Vec<usize> = (0..info.len()).filter(|&i| info[i].2 == 0).collect();
+    let columns: Vec<String> = written.iter().map(|&i| info[i].0.clone()).collect();
+    // The key's columns in key order, as places in a row image.
+    let mut key_at: Vec<usize> = (0..info.len()).filter(|&i| info[i].1 > 0).collect();
+    key_at.sort_by_key(|&i| info[i].1);
+    let keys: Vec<usize> = (key_at.iter())
+        .filter_map(|k| written.iter().position(|w| w == k))
+        .collect();
+    if keys.is_empty() || keys.len() != key_at.len() {
         let why = format!("table '{table}' has no PRIMARY KEY: its rows cannot be keyed");
         return refuse(why, &columns);
     }
     if noted.overflow {
         let why = format!(
-            "a request changed more than {NOTED_MAX} rows of '{table}' (or one could not be read): they are not written back"
+            "a request changed more than {NOTED_MAX} rows of '{table}': they are not written back"
         );
         return refuse(why, &columns);
     }
@@ -273,11 +284,11 @@ fn tell(sink: &dyn ChangeSink, conn: &Conn, noted: Table) {
     for image in &noted.images {
         // A row image of another shape: the request changed the table's columns after
         // changing rows, so the key's place in the image is not known.
-        if image.len() != columns.len() {
+        if image.len() != info.len() {
             let why = format!("table '{table}' changed its columns in the request that changed its rows: they are not written back");
             return refuse(why, &columns);
         }
-        let key: Vec<Value> = keys.iter().map(|&i| image[i].clone()).collect();
+        let key: Vec<Value> = key_at.iter().map(|&i| image[i].clone()).collect();
         if key.contains(&Value::Null) {
             let why = format!("a row of '{table}' has a NULL primary key: it cannot be keyed");
             return refuse(why, &columns);
@@ -286,13 +297,13 @@ fn tell(sink: &dyn ChangeSink, conn: &Conn, noted: Table) {
             wanted.push(key);
         }
     }
-    let filter: Vec<String> = keys
-        .iter()
-        .enumerate()
-        .map(|(n, &i)| format!("{} = ?{}", quoted(&columns[i]), n + 1))
+    let filter: Vec<String> = (key_at.iter().enumerate())
+        .map(|(n, &i)| format!("{} = ?{}", quoted(&info[i].0), n + 1))
         .collect();
+    let list: Vec<String> = columns.iter().map(|c| quoted(c)).collect();
     let select = format!(
-        "SELECT * FROM {} WHERE {}",
+        "SELECT {} FROM {} WHERE {}",
+        list.join(", "),
         quoted(table),
         filter.join(" AND ")
     );
