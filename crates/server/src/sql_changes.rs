@@ -57,26 +57,27 @@ impl sql::ChangeSink for SqlChanges {
         let Some(m) = self.1.mapped_table(rows.table) else {
             return;
         };
-        let key_column = match &rows.key_column {
+        let keys = match &rows.keys {
             Ok(k) => *k,
             Err(why) => return m.refuse(rows.table.as_bytes(), why),
         };
         for (pk, row) in rows.rows {
             let key = key_text(pk);
+            let key_cols: Vec<(&str, writeback::Cell<'_>)> = (keys.iter().zip(pk))
+                .map(|(&i, v)| (rows.columns[i].as_str(), cell(v)))
+                .collect();
             match row {
                 Some(values) => {
-                    // The key column first (the log's row encoding wants it there).
-                    let mut cols: Vec<(&str, writeback::Cell<'_>)> = vec![(key_column, cell(pk))];
-                    for (name, v) in rows.columns.iter().zip(values) {
-                        if name != key_column {
-                            cols.push((name, cell(v)));
-                        }
-                    }
-                    let value = writeback::encode_row(&cols);
+                    let rest: Vec<(&str, writeback::Cell<'_>)> = (rows.columns.iter().zip(values))
+                        .enumerate()
+                        .filter(|(i, _)| !keys.contains(i))
+                        .map(|(_, (name, v))| (name.as_str(), cell(v)))
+                        .collect();
+                    let value = writeback::encode_sql_row(&key_cols, &rest);
                     self.1.capture_row(&m, &key, writeback::OpKind::Row, &value);
                 }
                 None => {
-                    let value = writeback::encode_row(&[(key_column, cell(pk))]);
+                    let value = writeback::encode_sql_row(&key_cols, &[]);
                     self.1
                         .capture_row(&m, &key, writeback::OpKind::Delete, &value);
                 }
@@ -99,13 +100,31 @@ fn cell(v: &Value) -> writeback::Cell<'_> {
     }
 }
 
-/// A primary key value as the row's id in the log and the database (text).
-fn key_text(v: &Value) -> Vec<u8> {
-    match v {
-        Value::Null => Vec::new(),
-        Value::Integer(i) => i.to_string().into_bytes(),
-        Value::Real(f) => format!("{f:?}").into_bytes(),
-        Value::Text(b) | Value::Blob(b) => b.clone(),
+/// A primary key as the row's id in the log and the database (text): one column's value as
+/// it is; several as `len:text` parts joined by `,` (unambiguous whatever the values hold).
+fn key_text(key: &[Value]) -> Vec<u8> {
+    fn text(v: &Value) -> Vec<u8> {
+        match v {
+            Value::Null => Vec::new(),
+            Value::Integer(i) => i.to_string().into_bytes(),
+            Value::Real(f) => format!("{f:?}").into_bytes(),
+            Value::Text(b) | Value::Blob(b) => b.clone(),
+        }
+    }
+    match key {
+        [one] => text(one),
+        several => {
+            let mut out = Vec::new();
+            for (i, v) in several.iter().enumerate() {
+                let t = text(v);
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(format!("{}:", t.len()).as_bytes());
+                out.extend_from_slice(&t);
+            }
+            out
+        }
     }
 }
 

@@ -160,7 +160,6 @@ fn analysis(conn: &Conn, stmt: &Statement<'_>) -> Analysis {
 /// expired rows are gone before it runs. Readers ask the writer and wait; failures to expire
 /// leave the rows in place rather than failing the statement.
 fn before(shared: &Shared, conn: &Conn, side: Side, a: &Analysis) -> Result<(), SqlError> {
-    crate::rows::key_updates(shared, conn, a)?;
     for name in &a.tables {
         let Some(t) = shared.registry.get(name) else {
             continue;

@@ -11,11 +11,12 @@
 use crate::config::{MappingConfig, ValueShape};
 use crate::DeadLetter;
 
-/// One row change, ready for SQL: the key's id (the key less the mapping's prefix, or an SQL
-/// row's primary key value) in `key_column`.
+/// One row change, ready for SQL: `key` names the row (a key mapping's key column and the key
+/// less the mapping's prefix, or an SQL row's primary key columns and values); `id` is the
+/// key as one text, the row's name in `cairn_wb_version`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
-    pub key_column: String,
+    pub key: Vec<(String, String)>,
     pub id: String,
     pub lsn: u64,
     pub change: RowChange,
@@ -39,8 +40,31 @@ pub enum Cell<'a> {
     Blob(&'a [u8]),
 }
 
-/// A row's columns as a log record's value: `[count u16]` then per column `[name_len u16]
-/// [name][tag u8][len u32][bytes]`. The first column is the primary key.
+/// A row of an SQL table as a log record's value: its primary key columns, then its other
+/// columns (none for a delete), each part as [`encode_row`] writes it.
+pub fn encode_sql_row(key: &[(&str, Cell<'_>)], rest: &[(&str, Cell<'_>)]) -> Vec<u8> {
+    let mut out = encode_row(key);
+    out.extend_from_slice(&encode_row(rest));
+    out
+}
+
+/// Reads [`encode_sql_row`]'s key columns and other columns back as text. A record of an
+/// older log holds one part whose first column is the key.
+pub fn decode_sql_row(mut buf: &[u8]) -> Result<(Text, Text), String> {
+    let mut key = decode_part(&mut buf)?;
+    if buf.is_empty() {
+        let rest = key.split_off(1.min(key.len()));
+        return Ok((key, rest));
+    }
+    let rest = decode_part(&mut buf)?;
+    Ok((key, rest))
+}
+
+/// Columns as text: (name, value; None: NULL).
+pub type Text = Vec<(String, Option<String>)>;
+
+/// A row's columns as bytes: `[count u16]` then per column `[name_len u16][name][tag u8]
+/// [len u32][bytes]`.
 pub fn encode_row(columns: &[(&str, Cell<'_>)]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&(columns.len() as u16).to_le_bytes());
@@ -64,7 +88,12 @@ pub fn encode_row(columns: &[(&str, Cell<'_>)]) -> Vec<u8> {
 
 /// Reads [`encode_row`]'s columns back as text (None: NULL); an error for a value that is not
 /// text (a BLOB that is not UTF-8) or a damaged encoding.
-pub fn decode_row(mut buf: &[u8]) -> Result<Vec<(String, Option<String>)>, String> {
+pub fn decode_row(mut buf: &[u8]) -> Result<Text, String> {
+    decode_part(&mut buf)
+}
+
+/// [`decode_row`] of the encoding at the start of `buf`, which is left after it.
+fn decode_part(buf: &mut &[u8]) -> Result<Text, String> {
     fn take<'b>(buf: &mut &'b [u8], n: usize) -> Result<&'b [u8], String> {
         if buf.len() < n {
             return Err("damaged row encoding".into());
@@ -73,15 +102,15 @@ pub fn decode_row(mut buf: &[u8]) -> Result<Vec<(String, Option<String>)>, Strin
         *buf = rest;
         Ok(head)
     }
-    let count = u16::from_le_bytes(take(&mut buf, 2)?.try_into().expect("2 bytes"));
+    let count = u16::from_le_bytes(take(buf, 2)?.try_into().expect("2 bytes"));
     let mut out = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        let n = u16::from_le_bytes(take(&mut buf, 2)?.try_into().expect("2 bytes")) as usize;
-        let name = String::from_utf8(take(&mut buf, n)?.to_vec())
+        let n = u16::from_le_bytes(take(buf, 2)?.try_into().expect("2 bytes")) as usize;
+        let name = String::from_utf8(take(buf, n)?.to_vec())
             .map_err(|_| "column name is not UTF-8".to_string())?;
-        let tag = take(&mut buf, 1)?[0];
-        let n = u32::from_le_bytes(take(&mut buf, 4)?.try_into().expect("4 bytes")) as usize;
-        let bytes = take(&mut buf, n)?;
+        let tag = take(buf, 1)?[0];
+        let n = u32::from_le_bytes(take(buf, 4)?.try_into().expect("4 bytes")) as usize;
+        let bytes = take(buf, n)?;
         let value = match tag {
             0 => None,
             1..=4 => Some(
@@ -203,11 +232,19 @@ pub(crate) fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The upsert's column list for `row`: the key column, then the value columns.
+/// The upsert's column list for `row`: the key columns, then the value columns.
 pub(crate) fn columns<'r>(row: &'r Row, cols: &'r [(String, Option<String>)]) -> Vec<&'r str> {
-    std::iter::once(row.key_column.as_str())
+    row.key
+        .iter()
+        .map(|(c, _)| c.as_str())
         .chain(cols.iter().map(|(c, _)| c.as_str()))
         .collect()
+}
+
+/// The key's columns quoted and joined with `, ` (an `ON CONFLICT` target).
+pub(crate) fn key_list(row: &Row) -> String {
+    let names: Vec<String> = row.key.iter().map(|(c, _)| quoted(c)).collect();
+    names.join(", ")
 }
 
 /// Turns a record's value into columns (a hash's fields, or the string's one column).
@@ -225,8 +262,8 @@ pub fn row_columns(
         if cfg.sql_table.is_none() || op != crate::log::OpKind::Row {
             return Err("a row of an SQL table and a key mapping do not match".into());
         }
-        // The first column is the key (the row's primary key): the rest are set.
-        return decode_row(value).map(|mut cols| cols.split_off(1.min(cols.len())));
+        // The key columns (the row's primary key) name the row: the rest are set.
+        return decode_sql_row(value).map(|(_, rest)| rest);
     }
     match (&cfg.value, op) {
         (ValueShape::String { column }, crate::log::OpKind::String) => {
@@ -262,6 +299,32 @@ pub fn row_columns(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sql_rows_carry_their_key_columns_apart() {
+        let text = |cols: &[(&str, Option<&str>)]| -> Text {
+            cols.iter()
+                .map(|(c, v)| (c.to_string(), v.map(str::to_string)))
+                .collect()
+        };
+        let key = [("a", Cell::Text(b"x")), ("b", Cell::Integer(2))];
+        let row = encode_sql_row(&key, &[("v", Cell::Null)]);
+        let (k, rest) = decode_sql_row(&row).unwrap();
+        assert_eq!(k, text(&[("a", Some("x")), ("b", Some("2"))]));
+        assert_eq!(rest, text(&[("v", None)]));
+        // A delete (or a row with no other column): the key alone.
+        let (k, rest) = decode_sql_row(&encode_sql_row(&key, &[])).unwrap();
+        assert_eq!((k.len(), rest.len()), (2, 0));
+        // An older log's record: one part, the key first (a delete's: the key alone).
+        let old = encode_row(&[("id", Cell::Integer(7)), ("v", Cell::Text(b"t"))]);
+        let (k, rest) = decode_sql_row(&old).unwrap();
+        assert_eq!(k, text(&[("id", Some("7"))]));
+        assert_eq!(rest, text(&[("v", Some("t"))]));
+        assert!(
+            decode_sql_row(&row[..row.len() - 1]).is_err(),
+            "a cut encoding"
+        );
+    }
 
     #[test]
     fn rows_encode_and_decode_as_text_with_nulls() {

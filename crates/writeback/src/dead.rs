@@ -58,7 +58,9 @@ pub fn describe(op: OpKind, value: &[u8]) -> Vec<u8> {
             out
         }
         OpKind::Row => {
-            let columns = crate::db::decode_row(value).unwrap_or_default();
+            let columns: crate::db::Text = crate::db::decode_sql_row(value)
+                .map(|(key, rest)| key.into_iter().chain(rest).collect())
+                .unwrap_or_default();
             let lines: Vec<String> = columns
                 .into_iter()
                 .map(|(name, v)| format!("{name}={}", v.as_deref().unwrap_or("NULL")))

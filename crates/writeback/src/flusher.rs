@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::db::{connect, decode_row, row_columns, DbError, Driver, Row, RowChange};
+use crate::db::{connect, decode_sql_row, row_columns, DbError, Driver, Row, RowChange};
 use crate::log::{now_micros, OpKind, Record};
 use crate::{DeadLetter, Mapping};
 
@@ -245,22 +245,28 @@ fn to_row(mapping: &Mapping, r: &Record) -> Result<Option<Row>, String> {
     let id = std::str::from_utf8(&r.key[mapping.config.prefix.len().min(r.key.len())..])
         .map_err(|_| "key is not UTF-8 text".to_string())?
         .to_string();
-    // An SQL row's record names its primary key column first (a delete's value is that
-    // column alone); a key's is the mapping's.
-    let key_column = if mapping.config.sql_table.is_some() {
-        match decode_row(&r.value)?.into_iter().next() {
-            Some((name, _)) => name,
-            None => return Err("the row record names no primary key column".into()),
+    // An SQL row's record names its primary key columns and values; a key's row is named by
+    // the mapping's key column.
+    let key = if mapping.config.sql_table.is_some() {
+        let (key, _) = decode_sql_row(&r.value)?;
+        if key.is_empty() {
+            return Err("the row record names no primary key column".into());
         }
+        key.into_iter()
+            .map(|(name, v)| match v {
+                Some(v) => Ok((name, v)),
+                None => Err(format!("primary key column '{name}' is NULL")),
+            })
+            .collect::<Result<Vec<_>, String>>()?
     } else {
-        mapping.config.key_column.clone()
+        vec![(mapping.config.key_column.clone(), id.clone())]
     };
     let change = match r.op {
         OpKind::Delete => RowChange::Delete,
         op => RowChange::Upsert(row_columns(&mapping.config, op, &r.value)?),
     };
     Ok(Some(Row {
-        key_column,
+        key,
         id,
         lsn: r.lsn,
         change,

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 pub use config::{Database, MappingConfig, Mode, ValueShape};
-pub use db::{encode_row, Cell};
+pub use db::{encode_row, encode_sql_row, Cell};
 pub use dead::{DeadLetter, DEAD_MAX};
 pub use log::OpKind;
 pub use read::{Loaded, Miss, Sink, Waiter};
@@ -312,6 +312,15 @@ pub struct Engine {
     active: AtomicBool,
     /// Whether any mapping reads through (one load on a read's path).
     reading: AtomicBool,
+    /// Whether any mapping is write-through (whose writers `admit` must name).
+    through: AtomicBool,
+    /// Whether a log may be at `wb-max-bytes`: set by a capture that took a log there, by a
+    /// smaller bound and by a new mapping; cleared by `admit` when it finds every log below.
+    /// While it is clear and no mapping is write-through, `admit` lets a write by at once
+    /// (no mapping lookup on a mapped SET's path). A capture that finds its log at the bound
+    /// sets it again, so a wrong clear lets at most one more record per writer in, as the
+    /// check-then-append of the slow path does.
+    maybe_full: AtomicBool,
     /// Where read-through loads store what they found (the server's store).
     sink: RwLock<Option<Arc<dyn Sink>>>,
 }
@@ -325,6 +334,8 @@ impl Engine {
             mappings: RwLock::new(Vec::new()),
             active: AtomicBool::new(false),
             reading: AtomicBool::new(false),
+            through: AtomicBool::new(false),
+            maybe_full: AtomicBool::new(true),
             sink: RwLock::new(None),
         })
     }
@@ -344,6 +355,10 @@ impl Engine {
         self.active.store(!mappings.is_empty(), Relaxed);
         let reading = mappings.iter().any(|m| m.config.read_through);
         self.reading.store(reading, Relaxed);
+        self.through
+            .store(mappings.iter().any(|m| m.through()), Relaxed);
+        // A mapping added may resume a log already at the bound.
+        self.maybe_full.store(true, Relaxed);
     }
 
     pub fn settings(&self) -> EngineSettings {
@@ -359,6 +374,7 @@ impl Engine {
     pub fn set_max_bytes(&self, b: u64) {
         self.settings.write().max_bytes = b;
         self.max_bytes.store(b, Relaxed);
+        self.maybe_full.store(true, Relaxed);
         for m in self.mappings.read().iter() {
             m.log.set_segment_max(segment_size(b));
         }
@@ -547,12 +563,29 @@ impl Engine {
         }
     }
 
-    /// Buffers a change of a row of `m`'s SQL table (key: its primary key value as text;
-    /// value: [`db::encode_row`]'s columns, the key column first) and notes it for
+    /// Buffers a change of a row of `m`'s SQL table (key: its primary key as text; value:
+    /// [`db::encode_sql_row`]'s key columns and other columns) and notes it for
     /// [`Engine::commit`], as [`Engine::capture`] does for a key.
     pub fn capture_row(&self, m: &Arc<Mapping>, key: &[u8], op: OpKind, value: &[u8]) {
         let lsn = m.log.append(op, key, value);
+        self.note_bytes(m);
         note_captured(m, lsn);
+    }
+
+    /// After an append: a log at its bound makes `admit` look again.
+    #[inline]
+    fn note_bytes(&self, m: &Mapping) {
+        if m.log.bytes() >= self.max_bytes.load(Relaxed) {
+            self.maybe_full.store(true, Relaxed);
+        }
+    }
+
+    /// Whether [`Engine::admit`] may have anything to decide for some key: a log may be at its
+    /// bound, or a mapping is write-through. False in the usual case, when a write command's
+    /// keys need not be looked at.
+    #[inline]
+    pub fn keys_need_admission(&self) -> bool {
+        self.maybe_full.load(Relaxed) || self.through.load(Relaxed)
     }
 
     /// Checked before a write command runs: a write to a key whose mapping's log is full is
@@ -563,10 +596,17 @@ impl Engine {
         if !self.active() {
             return Ok(false);
         }
-        // Room in the log (the usual case): decided under the mappings' read lock, with no
-        // copy of the mapping's handle or of the settings.
+        if !self.keys_need_admission() {
+            return Ok(false);
+        }
+        // Room in the log: decided under the mappings' read lock, with no copy of the
+        // mapping's handle or of the settings.
         let m = {
             let mappings = self.mappings.read();
+            let max = self.max_bytes.load(Relaxed);
+            if mappings.iter().all(|m| m.log.bytes() < max) {
+                self.maybe_full.store(false, Relaxed);
+            }
             let Some(m) = mapping_of(&mappings, key) else {
                 return Ok(false);
             };
@@ -621,6 +661,7 @@ impl Engine {
         };
         if !m.through() {
             let lsn = m.log.append(op, key, value);
+            self.note_bytes(m);
             if m.config.read_through {
                 m.reads.captured(key, lsn, op == OpKind::Delete);
             }
@@ -655,6 +696,7 @@ impl Engine {
                 group,
             })
         });
+        self.note_bytes(m);
         if m.config.read_through {
             m.reads.captured(key, lsn, op == OpKind::Delete);
         }

@@ -41,7 +41,7 @@ pub enum OpKind {
     /// A set, sorted set or list (its portable bytes): no mapping stores one, so the flusher
     /// dead-letters it.
     Collection = 3,
-    /// A row of a cairn SQL table: the value is [`crate::db::encode_row`]'s columns.
+    /// A row of a cairn SQL table: the value is [`crate::db::encode_sql_row`]'s columns.
     Row = 4,
     /// No change: marks that numbering jumped (see [`Log::advance_to`]), so that a reopened
     /// log goes on above the jump.

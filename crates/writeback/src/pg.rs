@@ -7,7 +7,9 @@
 use postgres::{Client, NoTls};
 
 use crate::config::MappingConfig;
-use crate::db::{columns, load_sql, quoted, refused, Columns, DbError, Driver, Row, RowChange};
+use crate::db::{
+    columns, key_list, load_sql, quoted, refused, Columns, DbError, Driver, Row, RowChange,
+};
 use crate::{DeadLetter, DEAD_MAX};
 
 pub struct Postgres {
@@ -87,7 +89,7 @@ impl Postgres {
     /// The statement that applies `row` if its guard lets it.
     fn statement(out: &mut String, cfg: &MappingConfig, row: &Row) {
         let table = quoted(&cfg.table);
-        let key = quoted(&row.key_column);
+        let n = row.key.len();
         out.push_str("WITH g AS (INSERT INTO cairn_wb_version (mapping, key, version) VALUES (");
         literal(out, &cfg.name);
         out.push_str(", ");
@@ -99,9 +101,13 @@ impl Postgres {
         ));
         match &row.change {
             RowChange::Delete => {
-                out.push_str(&format!("DELETE FROM {table} WHERE {key} = "));
-                literal(out, &row.id);
-                out.push_str(" AND EXISTS (SELECT 1 FROM g);\n");
+                out.push_str(&format!("DELETE FROM {table} WHERE "));
+                for (c, v) in &row.key {
+                    out.push_str(&format!("{} = ", quoted(c)));
+                    literal(out, v);
+                    out.push_str(" AND ");
+                }
+                out.push_str("EXISTS (SELECT 1 FROM g);\n");
             }
             RowChange::Upsert(cols) => {
                 let names: Vec<String> = columns(row, cols).iter().map(|c| quoted(c)).collect();
@@ -109,18 +115,22 @@ impl Postgres {
                     "INSERT INTO {table} ({}) SELECT ",
                     names.join(", ")
                 ));
-                literal(out, &row.id);
-                for (_, v) in cols {
-                    out.push_str(", ");
+                let values = (row.key.iter().map(|(_, v)| Some(v)))
+                    .chain(cols.iter().map(|(_, v)| v.as_ref()));
+                for (i, v) in values.enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
                     match v {
                         Some(v) => literal(out, v),
                         None => out.push_str("NULL"),
                     }
                 }
-                let set: Vec<String> = names[1..]
+                let set: Vec<String> = names[n..]
                     .iter()
                     .map(|c| format!("{c} = EXCLUDED.{c}"))
                     .collect();
+                let key = key_list(row);
                 if set.is_empty() {
                     out.push_str(&format!(" FROM g ON CONFLICT ({key}) DO NOTHING;\n"));
                 } else {

@@ -4,7 +4,9 @@
 use rusqlite::{params, Connection, ErrorCode};
 
 use crate::config::MappingConfig;
-use crate::db::{columns, load_sql, quoted, refused, Columns, DbError, Driver, Row, RowChange};
+use crate::db::{
+    columns, key_list, load_sql, quoted, refused, Columns, DbError, Driver, Row, RowChange,
+};
 use crate::{DeadLetter, DEAD_MAX};
 
 pub struct Sqlite {
@@ -52,17 +54,22 @@ impl Sqlite {
             return Ok(0); // a newer change of this key is already applied
         }
         let table = quoted(&cfg.table);
-        let key = quoted(&row.key_column);
+        let n = row.key.len();
         match &row.change {
-            RowChange::Delete => self.conn.execute(
-                &format!("DELETE FROM {table} WHERE {key} = ?1"),
-                params![row.id],
-            )?,
+            RowChange::Delete => {
+                let filter: Vec<String> = (row.key.iter().enumerate())
+                    .map(|(i, (c, _))| format!("{} = ?{}", quoted(c), i + 1))
+                    .collect();
+                self.conn.execute(
+                    &format!("DELETE FROM {table} WHERE {}", filter.join(" AND ")),
+                    rusqlite::params_from_iter(row.key.iter().map(|(_, v)| v)),
+                )?
+            }
             RowChange::Upsert(cols) => {
                 let names = columns(row, cols);
                 let list: Vec<String> = names.iter().map(|c| quoted(c)).collect();
                 let marks: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
-                let set: Vec<String> = list[1..]
+                let set: Vec<String> = list[n..]
                     .iter()
                     .map(|c| format!("{c} = excluded.{c}"))
                     .collect();
@@ -72,11 +79,12 @@ impl Sqlite {
                     format!("UPDATE SET {}", set.join(", "))
                 };
                 let sql = format!(
-                    "INSERT INTO {table} ({}) VALUES ({}) ON CONFLICT ({key}) DO {action}",
+                    "INSERT INTO {table} ({}) VALUES ({}) ON CONFLICT ({}) DO {action}",
                     list.join(", "),
-                    marks.join(", ")
+                    marks.join(", "),
+                    key_list(row)
                 );
-                let values = std::iter::once(Some(row.id.as_str()))
+                let values = (row.key.iter().map(|(_, v)| Some(v.as_str())))
                     .chain(cols.iter().map(|(_, v)| v.as_deref()));
                 self.conn
                     .prepare_cached(&sql)?
@@ -345,7 +353,7 @@ mod tests {
 
     fn row(lsn: u64, body: &str) -> Row {
         Row {
-            key_column: "id".into(),
+            key: vec![("id".into(), lsn.to_string())],
             id: lsn.to_string(),
             lsn,
             change: RowChange::Upsert(vec![("body".into(), Some(body.into()))]),

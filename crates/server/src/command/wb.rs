@@ -33,6 +33,10 @@ pub(super) fn admit<B: Body>(
     // A replica's changes are not captured (its primary writes them back): nothing to note.
     let capturing = !shared.store.replica_mode();
     let mut refused = command.name == "sql.exec" && wb.admit_sql().is_err();
+    // No log near its bound and no write-through mapping: no key to look at.
+    if !wb.keys_need_admission() {
+        return refused.then_some(FULL);
+    }
     body.for_each_key(command, &mut |key| {
         let through = match wb.admit(key) {
             Ok(through) => through,
@@ -157,9 +161,9 @@ pub fn add(ctx: &mut Ctx<'_, '_>) {
     }
 }
 
-/// An `sql_table` mapping's table, if it exists, must have an INTEGER PRIMARY KEY: its rows
-/// are written back keyed by it. (A table created later without one has its changes refused
-/// into the dead-letter list.)
+/// An `sql_table` mapping's table, if it exists, must have a primary key (of any columns): its
+/// rows are written back keyed by it. (A table created later without one has its changes
+/// refused into the dead-letter list.)
 fn keyed_table(shared: &Shared, config: &writeback::MappingConfig) -> Result<(), String> {
     let (Some(table), Some(sql)) = (&config.sql_table, &shared.sql) else {
         return Ok(());
@@ -170,12 +174,10 @@ fn keyed_table(shared: &Shared, config: &writeback::MappingConfig) -> Result<(),
     let Ok(sql::Reply::Describe(columns)) = sql.run(describe) else {
         return Ok(()); // no such table yet
     };
-    // SQLite tells a deleted row by its rowid only: the key must be the rowid.
-    let keys: Vec<_> = columns.iter().filter(|c| c.primary_key > 0).collect();
-    match keys.as_slice() {
-        [k] if k.decl_type.eq_ignore_ascii_case("INTEGER") => Ok(()),
-        _ => Err(format!(
-            "sql_table '{table}' needs an INTEGER PRIMARY KEY (one column): its rows are keyed by it in the database"
+    match columns.iter().any(|c| c.primary_key > 0) {
+        true => Ok(()),
+        false => Err(format!(
+            "sql_table '{table}' needs a PRIMARY KEY: its rows are keyed by it in the database"
         )),
     }
 }
