@@ -115,8 +115,6 @@ pub(crate) struct Analysis {
     pub readonly: bool,
     /// It is an ALTER TABLE (which may rename a table into cairn's reserved names).
     pub alter: bool,
-    /// (table, column) pairs it UPDATEs, lower-case (write-behind refuses key changes).
-    pub updates: Vec<(String, String)>,
     /// Its result columns' names, read once when it was compiled (`SQL.QUERY` only): a
     /// repeated query hands these out instead of asking SQLite and copying them each time.
     pub columns: Arc<[String]>,

@@ -145,17 +145,6 @@ fn decide(st: &mut AuthState, ctx: &AuthContext<'_>) -> Result<(), String> {
         AuthAction::Insert { table_name }
         | AuthAction::Delete { table_name }
         | AuthAction::Update { table_name, .. } => {
-            if let AuthAction::Update { column_name, .. } = ctx.action {
-                if !system(table_name) {
-                    let pair = (
-                        table_name.to_ascii_lowercase(),
-                        column_name.to_ascii_lowercase(),
-                    );
-                    if !st.seen.updates.contains(&pair) {
-                        st.seen.updates.push(pair);
-                    }
-                }
-            }
             if reserved(table_name) && !from_engine {
                 return Err(format!(
                     "{table_name} holds cairn's row metadata and is read-only"
