@@ -251,7 +251,11 @@ mod tests {
         let store = expiring_store(300_000, true);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while store.stats().keys > 0 {
-            assert!(std::time::Instant::now() < deadline, "{} left", store.stats().keys);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} left",
+                store.stats().keys
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
