@@ -7,7 +7,8 @@
 //! still sees the group gone. The delete itself is the store's (`Store::tag_delete`), with its
 //! atomicity for group reads unchanged. Small groups, transactions, scripts, the replication
 //! stream and write-behind (whose changes must reach their logs before the reply) keep running
-//! it in place.
+//! it in place. The slow log and LATENCY see the hand-over, not the delete
+//! (`observe_hook::DeferredCall` files its time under the `sql` event).
 
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, OnceLock};
@@ -59,18 +60,9 @@ pub(super) fn hand_off(ctx: &mut Ctx<'_, '_>, query: &Query) -> bool {
     let query = query.clone();
     // Held weakly: the delete runs even if the client goes, but its state is not kept alive.
     let client = Arc::downgrade(&ctx.conn.client);
-    let observed = super::lookup(ctx.arg(0)).and_then(|command| {
-        super::observe_hook::DeferredCall::new(ctx.shared, command, ctx.args, &ctx.conn.client)
-    });
     ctx.conn.waiting = true;
     let job: Job = Box::new(move || {
-        if let Some(o) = &observed {
-            o.started();
-        }
         let n = store.tag_delete(author, &query);
-        if let Some(o) = &observed {
-            o.done();
-        }
         if let Some(client) = client.upgrade() {
             let mut out = Vec::new();
             resp::reply::integer(&mut out, n as i64);
