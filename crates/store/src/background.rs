@@ -140,16 +140,23 @@ impl Store {
                 cell.expired
                     .fetch_add(dead.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 removed_total += dead.len();
-                if !dead.is_empty() {
+                // A hold that removed records rests even when its shard is done: with many
+                // shards each finished in one hold, resting only between a shard's holds let
+                // the thread work without pause across the shards.
+                let removed_some = !dead.is_empty();
+                if removed_some {
                     self.free_dead(std::mem::take(&mut dead));
                 }
                 let worked = worked_since(began, began_cpu);
                 worked_total += worked;
-                if !more_slots && !more_fields {
+                let done = !more_slots && !more_fields;
+                if removed_some || !done {
+                    // The core goes back to whatever else wants it (an event loop) for a while.
+                    std::thread::sleep(rest_after(worked));
+                }
+                if done {
                     break;
                 }
-                // The core goes back to whatever else wants it (an event loop) for a while.
-                std::thread::sleep(rest_after(worked));
             }
         }
         self.cycle_took(crate::Cycle::Expire, worked_total);
