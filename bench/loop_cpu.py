@@ -1,9 +1,13 @@
-"""CPU time (ns, schedstat) the event loop thread (cairn-io-0) spends on an action: DEL of a 100 MB
-value, or TAG.DEL of 100k records; each followed by 2000 small SETs (which also let the allocator
-collect), minus the same SETs alone."""
+"""CPU time (schedstat) the event loop thread (cairn-io-0) of a `--threads 1` server spends on one
+action: a DEL of a 100 MB value, or a TAG.DEL of 100k records, each followed by 2000 small SETs
+(which also let the allocator collect), minus the same SETs alone. Unlike a latency run it is
+barely blurred by other load on the machine (issue 19, part 4).
+
+    .venv/bin/python bench/loop_cpu.py target/release/cairn-server bigdel|tagdel
+"""
 import os, subprocess, sys, time, random
 import redis
-sys.path.insert(0, '/work/wt-tails2/bench')
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 binary, what = sys.argv[1], sys.argv[2]
 port = random.randint(20000, 40000)
 p = subprocess.Popen([binary, "--port", str(port), "--threads", "1", "--max-value-size", "256mb"],
