@@ -1,5 +1,6 @@
 //! cairn-server: listeners, connections, threads and the command table over the store.
 
+pub mod allocator;
 pub mod blocking;
 pub mod busy;
 pub mod clients;

@@ -13,7 +13,7 @@ use signal_hook::iterator::Signals;
 use tracing::{error, info, warn};
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: cairn_server::allocator::Allocator = cairn_server::allocator::Allocator;
 
 fn main() {
     disable_transparent_huge_pages();

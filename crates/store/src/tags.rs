@@ -176,6 +176,23 @@ impl TagIndex {
         removed
     }
 
+    /// Whether `query` may match `n` records or more: every predicate has at least `n` entries.
+    /// Costs at most `n` steps per predicate however large the group, so a caller can choose
+    /// where to run a group delete before running it.
+    pub fn may_match_at_least(&self, query: &Query, n: usize) -> bool {
+        let types = self.types.read();
+        query.predicates.iter().all(|p| {
+            if let Op::Between(a, b) = p.op {
+                if a > b {
+                    return false;
+                }
+            }
+            types
+                .get(&p.ty)
+                .is_some_and(|index| index.read().range(p.op.bounds()).take(n).count() >= n)
+        })
+    }
+
     /// References of records matching every predicate, sorted and without duplicates.
     pub fn eval(&self, query: &Query) -> Vec<u64> {
         let types = self.types.read();
@@ -333,6 +350,11 @@ mod access {
                 .filter(|&i| live(i, now))
                 .map(Item::new);
             f(&mut items)
+        }
+
+        /// Whether `query` may match `n` records or more (`TagIndex::may_match_at_least`).
+        pub fn tag_group_at_least(&self, query: &Query, n: usize) -> bool {
+            self.tags.may_match_at_least(query, n)
         }
 
         /// Removes the records matching `query`, `CHUNK` at a time: each chunk's shards are

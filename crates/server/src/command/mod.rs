@@ -37,6 +37,7 @@ mod sql;
 mod strings;
 mod table;
 mod tags;
+mod tags_del;
 mod timing;
 mod tracking_cmd;
 pub mod txn;

@@ -421,6 +421,9 @@ pub fn del(ctx: &mut Ctx<'_, '_>) {
     let Some(request) = group(ctx, false) else {
         return;
     };
+    if super::tags_del::hand_off(ctx, &request.query) {
+        return;
+    }
     let n = ctx.db.tag_delete(&request.query);
     ctx.int(n as i64)
 }
