@@ -8,6 +8,8 @@ barely blurred by other load on the machine (issue 19, part 4).
 import os, subprocess, sys, time, random
 import redis
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if len(sys.argv) != 3 or sys.argv[2] not in ("bigdel", "tagdel"):
+    sys.exit(f"usage: {sys.argv[0]} SERVER_BINARY bigdel|tagdel")
 binary, what = sys.argv[1], sys.argv[2]
 port = random.randint(20000, 40000)
 p = subprocess.Popen([binary, "--port", str(port), "--threads", "1", "--max-value-size", "256mb"],
