@@ -123,7 +123,7 @@ SNAP_GET = "GET p99 µs: no save / during"
 def threads_figure(workload):
     """bench/results/threads.md: cairn's default thread count against --threads 1 and Redis."""
     def extract(t):
-        rows = {r["server"]: r for rows in tables(t) for r in rows if r.get("workload") == workload}
+        rows = {r["server"]: r for rows in tables(t) for r in rows if r.get("workload") == workload and "server" in r}
         ours, redis = rows["cairn default"], rows["redis"]
         us, redis_us = float(ours["server CPU µs/op"]), float(redis["server CPU µs/op"])
         return (f"{ours['server CPU µs/op']} µs (default, {ours['threads']} loop(s) here: "

@@ -100,6 +100,12 @@ def cairn_default_threads():
         srv.stop()
 
 
+def load_threads(cores):
+    """Load-generator threads for a run on `cores` cores: one on small machines (as every page so far),
+    a quarter of the cores on larger ones, so that one client thread does not cap many server threads."""
+    return max(1, cores // 4)
+
+
 def machine_line(m):
     """The page's machine line; "cairn <commit>" names the binary's commit where it says one
     (bench/figures.py reads it), else the checkout's."""

@@ -5,6 +5,7 @@ more CPU per op than --threads 1".
 
     .venv/bin/python bench/threads.py [--rounds 12] [--requests 120000] [--out bench/results]
     .venv/bin/python bench/run.py --suites threads      # the same, as a suite of `make bench`
+    .venv/bin/python bench/threads.py --rewrite bench/results/threads.json   # the page from a run's samples
 
 The servers run side by side: cairn --threads 1, a second cairn --threads 1 (the control pair:
 two identical configurations, whose difference is the run's noise floor), --threads 2, the
@@ -112,12 +113,6 @@ class PerfStat:
             return {}
 
 
-def load_threads(cores):
-    """redis-benchmark's threads: one on small machines (as every page so far), a quarter of the
-    cores on larger ones, so that the load generator is not what limits many event loops."""
-    return max(1, cores // 4)
-
-
 def bench_one(srv, test, pipeline, requests, perf=False, clients_threads=1):
     """One redis-benchmark run: ops/s, server µs/op and switches/op, instructions/op where perf counts
     them, and the cores kept busy by other processes (neither this server nor redis-benchmark)."""
@@ -153,7 +148,7 @@ def measure(rounds, requests, perf=None):
     redis-benchmark threads)."""
     perf = perf_counts_instructions() if perf is None else perf
     cores = len(os.sched_getaffinity(0))
-    lt = load_threads(cores)
+    lt = B.load_threads(cores)
     samples = {name: {w: [] for w, _, _ in WORKLOADS} for name, _, _ in SERVERS}
     chosen = {}
     servers = []
@@ -299,8 +294,9 @@ def write_page(out, samples, chosen, machine, rounds, requests, command, mode="f
              "Server CPU = run time of all its threads (/proc/<pid>/task/*/schedstat); context switches = "
              "voluntary + involuntary over its threads.", "",
              f"The machine's other load (cores kept busy by neither the server nor redis-benchmark, /proc/stat and "
-             f"getrusage): median {statistics.median(load):.2f}, max {max(load):.2f}; redis-benchmark itself: median "
-             f"{statistics.median(client):.2f} cores.", "",
+             f"getrusage): median {statistics.median(load):.2f}, max {max(load):.2f}"
+             + (" (the machine was shared with other work during this run)" if statistics.median(load) > 0.25 else "")
+             + f"; redis-benchmark itself: median {statistics.median(client):.2f} cores.", "",
              table, "",
              "## More cores", "",
              f"This run had {cores} available core(s). Without `--threads`, cairn runs one event loop per two "
@@ -316,7 +312,7 @@ def write_page(out, samples, chosen, machine, rounds, requests, command, mode="f
     out.mkdir(parents=True, exist_ok=True)
     (out / "threads.md").write_text(text)
     (out / "threads.json").write_text(json.dumps(
-        {"suite": "threads", "mode": mode, "machine": machine, "repeats": rounds, "requests": requests,
+        {"suite": "threads", "mode": mode, "command": command, "machine": machine, "repeats": rounds, "requests": requests,
          "threads": chosen, "perf_instructions": perf, "load_threads": load_threads_, "results": med,
          "verdict": cpu, "verdict_instructions": ins, "samples": samples}, indent=1))
     return text
@@ -338,7 +334,14 @@ def main():
     ap.add_argument("--requests", type=int, default=FULL[1])
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--no-perf", action="store_true", help="do not count instructions with perf stat")
+    ap.add_argument("--rewrite", metavar="JSON", help="only rewrite the page from a run's threads.json (its samples)")
     opts = ap.parse_args()
+    if opts.rewrite:
+        d = json.loads(Path(opts.rewrite).read_text())
+        print(write_page(Path(opts.rewrite).parent, d["samples"], d["threads"], d["machine"], d["repeats"],
+                         d["requests"], d.get("command", "bench/run.py --suites threads"), d.get("mode", "full"),
+                         d.get("perf_instructions", False), d.get("load_threads", 1)))
+        return
     samples, chosen, perf, lt = measure(opts.rounds, opts.requests, False if opts.no_perf else None)
     machine = B.machine_info()
     machine["cairn_binary"] = B.binary_info(B.CAIRN_BIN)

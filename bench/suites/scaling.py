@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from harness import dur, fmt_num, fmt_ratio, md_table, med, resp_call, round_robin, spread, Suite
+from harness import dur, fmt_num, fmt_ratio, load_threads, md_table, med, resp_call, round_robin, spread, Suite
 from plots import lines, triple
 
 COUNTS = (1, 2, 4, 8, 16)
@@ -26,6 +26,7 @@ def run(opts, runner, machine):
     d = dur(opts, 0.3, 3.0)
     cores = len(os.sched_getaffinity(0))
     threads = thread_counts(cores)
+    clients = load_threads(cores)  # cairn-bench threads: 1 on 2 cores, a quarter of the cores on larger machines
     specs = [("cairn-rdefault", "cairn", "cairn reactor", [])]
     for t in threads:
         specs.append((f"cairn-r{t}", "cairn", "cairn reactor", ["--threads", str(t)]))
@@ -38,13 +39,15 @@ def run(opts, runner, machine):
         chosen = int(resp_call(default_srv.resp_port, "CONFIG", "GET", "threads")[1])
         s.data["machine_cores_available"] = cores
         s.data["default_threads"] = chosen
+        s.data["load_threads"] = clients
         for srv in servers:
             runner.load(srv, 30000, "1024+-500")
         fam = {"cairn reactor": "resp", "cairn dispatch": "resp", "memcached": "memcache", "redis": "resp"}
         pairs = [(srv, fam[srv.label], srv.name) for srv in servers]
         pairs += [(srv, "memcache", srv.name + "/mc") for srv in servers if srv.name.startswith("cairn-r")]
-        res = round_robin(runner, pairs, lambda k: ["-c", 40, "-d", d, "--keys", 30000, "--value-size", "1024+-500",
-                                                    "--read-ratio", 0.9], opts.repeats, warmup_args=["-d", 0.3])
+        res = round_robin(runner, pairs, lambda k: ["-c", 40, "-t", clients, "-d", d, "--keys", 30000,
+                                                    "--value-size", "1024+-500", "--read-ratio", 0.9],
+                          opts.repeats, warmup_args=["-d", 0.3])
         s.data["results"] = res
 
         def row(label, shown, a, base):
@@ -64,7 +67,10 @@ def run(opts, runner, machine):
             rows += [row(label, t, res[pat.format(t)], base) for t in threads]
         rows.append(row("redis (single-threaded)", 1, res["redis"], res["redis"]))
         s.md += [f"Cores available to the run: {cores}; cairn's default chose {chosen} event loop(s) "
-                 "(CONFIG GET threads). Thread counts run: " + ", ".join(map(str, threads)) + " (up to twice the cores).",
+                 "(CONFIG GET threads). Thread counts run: " + ", ".join(map(str, threads)) + " (up to twice the cores); "
+                 f"cairn-bench ran {clients} load thread(s) (a quarter of the cores, at least one)."
+                 + ("" if 16 in threads else " Scaling to 16 threads needs a machine with at least 8 cores "
+                    "(`.venv/bin/python bench/run.py --suites scaling,threads` there; the page records the machine)."),
                  "", "## 90/10 GET/SET, 30k keys of 1 KB ± 500 B, 40 connections", "",
                  md_table(["server", "threads", "ops/s", "spread", "ops/s vs 1 thread", "server CPU µs/op",
                            "CPU/op vs 1 thread", "server CPU (cores busy)", "other load (cores)", "ops/s vs redis"],
