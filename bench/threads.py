@@ -50,7 +50,7 @@ WORKLOADS = [("SET", "set", 1), ("GET", "get", 1), ("SET -P 16", "set", 16), ("G
 # Pipelined runs send this many times the requests, so that they last about as long.
 PIPELINED_MORE = 5
 # Full mode: rounds and requests per unpipelined run (~4-5 minutes on 2 cores); quick mode: a smoke test.
-FULL, QUICK = (12, 120_000), (3, 20_000)
+FULL, QUICK = (12, 120_000), (3, 10_000)
 PERF_EVENTS = "instructions,context-switches"
 
 
@@ -319,7 +319,7 @@ def write_page(out, samples, chosen, machine, rounds, requests, command, mode="f
 
 
 def run(opts, runner, machine):
-    """bench/run.py's `threads` suite: 12 rounds of 120,000 requests (quick: 3 rounds of 20,000)."""
+    """bench/run.py's `threads` suite: 12 rounds of 120,000 requests (quick: 3 rounds of 10,000)."""
     rounds, requests = QUICK if opts.quick else (max(opts.repeats, FULL[0]), FULL[1])
     samples, chosen, perf, lt = measure(rounds, requests)
     machine = {**machine, "cores_available": len(os.sched_getaffinity(0))}

@@ -68,6 +68,7 @@ def test_issue19_table_has_every_part_with_page_and_command():
 
 
 @pytest.mark.skipif(TARGET != "cairn", reason="the rig runs every server itself")
+@pytest.mark.timeout(300)  # two quick runs (~15 s each idle, threads with its control pair); a shared machine is slower
 def test_quick_threads_and_sql_suites(tmp_path):
     if not shutil.which("redis-benchmark") or not shutil.which("redis-server"):
         pytest.skip("redis-server / redis-benchmark not installed")
@@ -88,9 +89,45 @@ def test_quick_threads_and_sql_suites(tmp_path):
     threads = json.loads((tmp_path / "threads.json").read_text())
     default = threads["machine"]["cairn_default_threads"]
     assert default >= 1 and threads["threads"]["cairn default"] == str(default)
+    # The control pair ran, and the verdict the page states is the one summary.md gives.
+    assert threads["threads"]["cairn 1t again"] == "1" and set(threads["verdict"]["workloads"]) == {
+        "SET", "GET", "SET -P 16", "GET -P 16"}
+    page_met = "**met** in this run" in (tmp_path / "threads.md").read_text()
+    assert page_met == (threads["verdict"]["met"] is True) == ("| **met** |" in rows[0])
     assert all(f"default {default}t" in r and "quick" in r for r in rows)
     assert "[sql.md](sql.md)" in rows[1] and "GET" in rows[1]
     sql_row = rows[1]
     # A second run of one suite leaves the other's row as it was.
     second = run("threads")
     assert issue19_table(second)[1] == sql_row
+
+
+@pytest.mark.cairn_only
+def test_threads_verdict_rule():
+    import threads  # bench/threads.py
+
+    def samples(default_ratio, loops="1", rounds=12):
+        # --threads 1 at 5 µs/op; the control and the default wobble ±2% around their ratio.
+        wobble = [1 + 0.02 * ((i * 7) % 5 - 2) / 2 for i in range(rounds)]
+        per = {w: [{"cpu_us_per_op": 5.0} for _ in range(rounds)] for w, _, _ in threads.WORKLOADS}
+        mk = {name: {w: [{"cpu_us_per_op": 5.0 * r * x} for x in wobble] for w, _, _ in threads.WORKLOADS}
+              for name, r in ((threads.CONTROL, 1.0), (threads.DEFAULT, default_ratio))}
+        return {threads.BASE: per, **mk}, {threads.BASE: "1", threads.CONTROL: "1", threads.DEFAULT: loops}
+
+    v = threads.verdict(*samples(1.0))
+    assert v["met"] is True and all(x["floor"] <= 0.021 for x in v["workloads"].values())
+    # 10% more CPU per op than --threads 1, far above a ±2% noise floor: not met, whatever the loop count.
+    assert threads.verdict(*samples(1.10))["met"] is False
+    assert threads.verdict(*samples(1.10, loops="2"))["met"] is False
+    # Less CPU than --threads 1 is met with another configuration too.
+    assert threads.verdict(*samples(0.9, loops="4"))["met"] is True
+    # 3% above, beyond the floor (±0.02 here): met only as the same configuration whose interval overlaps
+    # the control's; with another loop count, or 4% above (no overlap), not met.
+    same = threads.verdict(*samples(1.03))
+    assert same["met"] is True and {x["why"] for x in same["workloads"].values()} == {"same configuration, within noise"}
+    assert threads.verdict(*samples(1.03, loops="2"))["met"] is False
+    assert threads.verdict(*samples(1.04))["met"] is False
+    # Without the control pair (an older run) there is no verdict.
+    old, chosen = samples(1.0)
+    del old[threads.CONTROL]
+    assert threads.verdict(old, chosen)["met"] is None
