@@ -217,10 +217,10 @@ def verdict(samples, chosen, metric="cpu_us_per_op"):
         floor = max(abs(clo - 1), abs(chi - 1))
         within = dm <= 1 + floor
         overlap = same and dlo <= chi and clo <= dhi
+        why = ("within the noise floor" if within else
+               "same configuration, within noise" if overlap else "above the noise floor")
         out[w] = {"default": [dm, dlo, dhi], "control": [cm, clo, chi], "coverage": min(dcov, ccov),
-                  "floor": floor, "rounds": len(d), "met": within or overlap,
-                  "why": ("within the noise floor" if within else "same configuration, within noise") if within or overlap
-                  else "above the noise floor"}
+                  "floor": floor, "rounds": len(d), "met": within or overlap, "why": why}
     return {"met": all(v["met"] for v in out.values()) if out else None, "same_configuration": same,
             "metric": metric, "workloads": out}
 
@@ -272,7 +272,8 @@ def write_page(out, samples, chosen, machine, rounds, requests, command, mode="f
             f"`{command}` on {B.machine_line(machine)}.", "",
             f"Issue 19 part 1, \"the default never costs more CPU per op than `--threads 1`\": {met} in this run "
             f"(server CPU time per op; the default ran {chosen[DEFAULT]} event loop(s), "
-            + ("the same configuration as `--threads 1`" if cpu["same_configuration"] else "not the configuration of `--threads 1`")
+            + ("the same configuration as `--threads 1`" if cpu["same_configuration"]
+               else "not the configuration of `--threads 1`")
             + f", on {cores} available cores).", "",
             verdict_table(cpu, chosen, "CPU µs/op"), ""]
     if ins is not None:
@@ -312,7 +313,8 @@ def write_page(out, samples, chosen, machine, rounds, requests, command, mode="f
     out.mkdir(parents=True, exist_ok=True)
     (out / "threads.md").write_text(text)
     (out / "threads.json").write_text(json.dumps(
-        {"suite": "threads", "mode": mode, "command": command, "machine": machine, "repeats": rounds, "requests": requests,
+        {"suite": "threads", "mode": mode, "command": command, "machine": machine, "repeats": rounds,
+         "requests": requests,
          "threads": chosen, "perf_instructions": perf, "load_threads": load_threads_, "results": med,
          "verdict": cpu, "verdict_instructions": ins, "samples": samples}, indent=1))
     return text

@@ -67,7 +67,8 @@ def run(opts, runner, machine):
             rows += [row(label, t, res[pat.format(t)], base) for t in threads]
         rows.append(row("redis (single-threaded)", 1, res["redis"], res["redis"]))
         s.md += [f"Cores available to the run: {cores}; cairn's default chose {chosen} event loop(s) "
-                 "(CONFIG GET threads). Thread counts run: " + ", ".join(map(str, threads)) + " (up to twice the cores); "
+                 "(CONFIG GET threads). Thread counts run: " + ", ".join(map(str, threads))
+                 + " (up to twice the cores); "
                  f"cairn-bench ran {clients} load thread(s) (a quarter of the cores, at least one)."
                  + ("" if 16 in threads else " Scaling to 16 threads needs a machine with at least 8 cores "
                     "(`.venv/bin/python bench/run.py --suites scaling,threads` there; the page records the machine)."),
