@@ -167,7 +167,8 @@ def threads_row(d, add):
     if ws:
         x = v["workloads"]
         add("threads", d, "1. default never costs more CPU per op than --threads 1 (median of per-round ratios "
-            "≤ 1.00 + the noise floor a --threads 1 control pair measures in the same run); redis-benchmark -c 50, "
+            "≤ 1.00 + the noise floor a --threads 1 control pair measures in the same run, or the same loop count "
+            "within that noise; rule on the page); redis-benchmark -c 50, "
             + " / ".join(ws),
             f"default ({loops} loop(s) here): " + " / ".join(f"{x[w]['default'][0]:.2f}×" for w in ws)
             + " of --threads 1; noise floor " + " / ".join(f"±{x[w]['floor']:.2f}" for w in ws),

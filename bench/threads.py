@@ -304,7 +304,7 @@ def write_page(out, samples, chosen, machine, rounds, requests, command, mode="f
              "available cores (cgroup quota and affinity included), so on 2–3 cores the default *is* `--threads 1` "
              "and this page can only show that the two are indistinguishable. On a larger machine the default "
              "runs several loops and the rule's first branch (median ratio ≤ 1.00 + noise floor) is the one that "
-             "decides; redis-benchmark then runs with a quarter of the cores as threads. What needs a larger "
+             "decides; from 8 cores on, redis-benchmark runs with a quarter of the cores as threads. What needs a larger "
              "machine: this suite there, and scaling with 1, 2, 4, 8 and 16 threads "
              "(`.venv/bin/python bench/run.py --suites scaling,threads`; both pages record the machine, its "
              "available cores and the default's loop count).", ""]
