@@ -137,7 +137,8 @@ impl EventLoop {
                 }
                 continue;
             }
-            crate::clients::polled(events.is_empty());
+            // Connections that yielded with input left are more input too.
+            crate::clients::polled(events.is_empty() && self.again.is_empty());
             self.ctx.refresh(&self.shared.settings);
             let mut woke = false;
             for ev in events.iter() {
