@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import HOST
+from conftest import HOST, MODES
 
 pytestmark = pytest.mark.cairn_only
 
@@ -20,8 +20,10 @@ def wait_for(pred, timeout=10.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_an_idle_primary_sends_a_write_at_once_whatever_the_send_delay(server_factory):
-    p = server_factory()
+@pytest.mark.parametrize("mode", list(MODES))
+def test_an_idle_primary_sends_a_write_at_once_whatever_the_send_delay(server_factory, mode):
+    # Every I/O model: one event loop, two (a write on either), dispatch's network thread.
+    p = server_factory(*MODES[mode])
     pc = p.client()
     rep = server_factory()
     rc = rep.client()
