@@ -842,7 +842,7 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_end_hook_runs_once_per_turn_and_a_time_asked_bounds_the_poll() {
+    fn a_turn_end_hook_runs_once_per_turn_and_holds_work_only_while_input_is_ready() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let hook: Arc<dyn TurnEnd> = count.clone();
         // Off an event loop nothing is kept: the caller does the work now.
