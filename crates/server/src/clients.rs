@@ -54,6 +54,8 @@ thread_local! {
     static TURN_END_TIMERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The latest time by which a turn must end (its hooks run), asked with [`at_turn_end_by`].
     static TURN_END_BY: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+    /// Whether this thread's event loop's last poll found nothing to do (see [`polled`]).
+    static POLL_IDLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Marks this thread's event loop as one that bounds its poll with [`poll_timeout`].
@@ -61,25 +63,31 @@ pub fn allow_turn_end_timers() {
     TURN_END_TIMERS.with(|t| t.set(true));
 }
 
-/// Runs `hook` at the end of a turn that ends by `at` at the latest (this thread's event loop
-/// polls no longer); false (nothing kept) when this thread cannot promise that.
+/// Runs `hook` at the end of the next turn, if this thread's event loop has more input ready
+/// now, and by `at` at the latest; false (nothing kept: the caller does the work now) when the
+/// loop's last poll found nothing to do, or this thread cannot promise that. Work held is thus
+/// held only while input keeps coming: the loop polls without waiting ([`poll_timeout`]), and
+/// a poll that finds nothing ends the hold (an idle loop never sleeps on held work).
 pub fn at_turn_end_by(hook: &Arc<dyn TurnEnd>, at: Instant) -> bool {
-    if !TURN_END_TIMERS.with(|t| t.get()) || !at_turn_end(hook) {
+    if !TURN_END_TIMERS.with(|t| t.get()) || POLL_IDLE.with(|i| i.get()) || !at_turn_end(hook) {
         return false;
     }
     TURN_END_BY.with(|by| by.set(Some(by.get().map_or(at, |b| b.min(at)))));
     true
 }
 
-/// An event loop's poll timeout: `timeout`, shortened to the time left until a turn must end.
+/// An event loop's poll timeout: `timeout`, or none at all while a hook holds work (the poll
+/// only looks whether more input is ready; see [`at_turn_end_by`]).
 pub fn poll_timeout(timeout: Option<Duration>) -> Option<Duration> {
     match TURN_END_BY.with(|by| by.get()) {
         None => timeout,
-        Some(at) => {
-            let left = at.saturating_duration_since(Instant::now());
-            Some(timeout.map_or(left, |t| t.min(left)))
-        }
+        Some(_) => Some(Duration::ZERO),
     }
+}
+
+/// An event loop tells what its poll found: `idle` when nothing (no event at all).
+pub fn polled(idle: bool) {
+    POLL_IDLE.with(|i| i.set(idle));
 }
 
 /// Runs `hook` at the end of this thread's event-loop turn; false (nothing kept) when this
@@ -834,7 +842,7 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_end_hook_runs_once_per_turn_and_a_time_asked_bounds_the_poll() {
+    fn a_turn_end_hook_runs_once_per_turn_and_holds_work_only_while_input_is_ready() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let hook: Arc<dyn TurnEnd> = count.clone();
         // Off an event loop nothing is kept: the caller does the work now.
@@ -852,13 +860,26 @@ mod tests {
             &hook,
             Instant::now() + Duration::from_millis(50)
         ));
-        let bounded = poll_timeout(None).expect("bounded");
-        assert!(bounded <= Duration::from_millis(50), "{bounded:?}");
+        // Held: the loop only looks whether more input is ready.
+        assert_eq!(poll_timeout(None), Some(Duration::ZERO));
         let short = Duration::from_millis(1);
-        assert_eq!(poll_timeout(Some(short)), Some(short));
+        assert_eq!(poll_timeout(Some(short)), Some(Duration::ZERO));
         send_deferred_wakes();
         assert_eq!(count.0.load(Relaxed), 2);
         assert_eq!(poll_timeout(None), None);
+        // A poll that found nothing ends every hold: the work is done now.
+        polled(true);
+        assert!(!at_turn_end_by(
+            &hook,
+            Instant::now() + Duration::from_secs(1)
+        ));
+        assert_eq!(poll_timeout(None), None);
+        polled(false);
+        assert!(at_turn_end_by(
+            &hook,
+            Instant::now() + Duration::from_secs(1)
+        ));
+        send_deferred_wakes();
     }
 
     fn client(reg: &ClientRegistry, addr: &str, laddr: &str) -> Arc<ClientInfo> {

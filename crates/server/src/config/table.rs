@@ -1214,7 +1214,8 @@ pub static SETTINGS: &[Setting] = &[
             "repl-send-delay-us",
             "MICROSECONDS",
             "Microseconds a primary may hold the stream for replicas it sent to less than that \
-             ago, to send it in fewer, larger writes (0: at the end of every event-loop turn).",
+             ago, while its event loop has more input ready, to send it in fewer, larger writes \
+             (0: at the end of every event-loop turn).",
             DefaultValue::Text("200"),
             Kind::Int,
             |c, v| {

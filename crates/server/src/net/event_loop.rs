@@ -127,7 +127,8 @@ impl EventLoop {
                         .min(Duration::from_millis(50))
                 })
             };
-            // A turn-end hook may ask to run again soon (the replication stream's send delay).
+            // A turn-end hook that holds work (the replication stream's send delay) makes this
+            // poll only look for more input; finding none, the next turn's start does the work.
             let timeout = crate::clients::poll_timeout(timeout);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -136,6 +137,8 @@ impl EventLoop {
                 }
                 continue;
             }
+            // Connections that yielded with input left are more input too.
+            crate::clients::polled(events.is_empty() && self.again.is_empty());
             self.ctx.refresh(&self.shared.settings);
             let mut woke = false;
             for ev in events.iter() {
