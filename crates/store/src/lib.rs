@@ -210,7 +210,6 @@ impl StoreStats {
 
 pub struct Store {
     shards: Box<[ShardCell]>,
-    shard_bits: u32,
     hasher: ahash::RandomState,
     used: AtomicI64,
     /// Memory the owner holds outside the store (the server's client buffers) that must fit
@@ -262,7 +261,6 @@ impl Store {
         let used = shards.iter().map(|c| c.lock.read().used as i64).sum();
         let store = Arc::new(Store {
             shards,
-            shard_bits: count.trailing_zeros(),
             hasher: ahash::RandomState::new(),
             used: AtomicI64::new(used),
             external: AtomicI64::new(0),

@@ -313,10 +313,17 @@ impl<'a> Entry<'a> {
         }
     }
 
+    /// A fresh CAS: the shard's write counter, cut to the 32 bits a record holds (0, which
+    /// memcached clients read as "no CAS", is skipped). Unique per key until the key's shard
+    /// has taken 2^32 writes since the CAS was read (see docs/memory.md); two keys of
+    /// different shards may show the same CAS, which memcached's `cas` never compares.
     fn next_cas(&mut self) -> u64 {
-        let n = self.shard.next_cas;
-        self.shard.next_cas += 1;
-        (n << self.store.shard_bits) | self.shard_index as u64
+        let mut n = self.shard.next_cas;
+        if n as u32 == 0 {
+            n += 1;
+        }
+        self.shard.next_cas = n + 1;
+        u64::from(n as u32)
     }
 
     /// Writes a record with `value`, replacing any existing one. Returns its CAS.
@@ -685,19 +692,18 @@ impl<'a> Entry<'a> {
         if item.cas() == cas || !item.has_cas() {
             return true;
         }
-        // Without room for the 8 more bytes of a version field, the client's CAS still
-        // applies in place, at the cost of WATCH missing this change.
+        // Without room for the 8 more bytes of a version field (and the wider CAS field), the
+        // client's CAS still applies in place, at the cost of WATCH missing this change; and
+        // only its low 32 bits when it is wider (what the record then holds is what is
+        // recorded and what clients see).
         if !item.has_version_field()
             && self.rebuild_with_cas(i, item.header().expire_at, cas, Rebuilt::Cas)
         {
             return true;
         }
-        self.shard
-            .table
-            .item_at(i)
-            .expect("found slot is occupied")
-            .set_cas(cas);
-        let change = ChangeKind::Cas(cas);
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        item.set_cas(cas);
+        let change = ChangeKind::Cas(item.cas());
         self.shard.record(self.store, self.author, self.key, change);
         true
     }
