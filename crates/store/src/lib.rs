@@ -29,6 +29,7 @@ mod probation;
 mod scan;
 mod set;
 mod shard;
+mod slots;
 pub mod slab;
 pub mod snapshot;
 mod table;
