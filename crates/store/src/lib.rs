@@ -121,7 +121,7 @@ pub struct StoreConfig {
     /// Bytes the change backlogs may hold, all logs together (kept only while a cursor
     /// consumer is registered).
     pub change_backlog: u64,
-    /// Records carry a CAS (memcached `gets`, `cas`); false (`--cas no`) saves 8 bytes a record.
+    /// Records carry a CAS (memcached `gets`, `cas`); false (`--cas no`) saves 4 bytes a record.
     pub cas: bool,
 }
 
