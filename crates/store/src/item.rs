@@ -2,7 +2,7 @@
 //! small header, the key and the value.
 //!
 //! A record is referenced by a thin pointer so that a table slot costs eight bytes. The header
-//! is variable length so that a 16-byte key with a 32-byte value takes 60 bytes:
+//! is variable length so that a 16-byte key with a 32-byte value takes 56 bytes:
 //!
 //! ```text
 //! meta:u8 visited:u8 klen*2+no_cas:varint vlen:varint [expire_ms:u64] [flags:u32]
