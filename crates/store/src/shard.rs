@@ -104,6 +104,19 @@ impl Shard {
         }
     }
 
+    /// Makes the CAS this shard gives next (until its 32-bit counter wraps) larger than `cas`,
+    /// a CAS a record is loaded with: a key's CAS stays unique across a restart or a full
+    /// sync. A CAS above 32 bits is never given, so it needs nothing.
+    pub fn raise_cas_above(&mut self, cas: u64) {
+        if cas >= u64::from(u32::MAX) {
+            return;
+        }
+        let low = self.next_cas & u64::from(u32::MAX);
+        if low <= cas {
+            self.next_cas += cas + 1 - low;
+        }
+    }
+
     /// Removes the record in `slot` and frees it (on the reaper when large), recording the
     /// removal as `why` (Delete, Expire or Evict). Returns bytes freed.
     pub fn remove_slot(
@@ -392,7 +405,12 @@ impl<'a> Entry<'a> {
                 let fresh = self.next_cas();
                 (client_cas.unwrap_or(fresh), client_cas.map(|_| fresh))
             }
-            Put::Load { cas } => (cas, None),
+            Put::Load { cas } => {
+                // Per record, so that a snapshot's CAS above 32 bits (a client's choice) does
+                // not hide the others from `Store::raise_cas_above`.
+                self.shard.raise_cas_above(cas);
+                (cas, None)
+            }
         };
         // `--cas no`: the record carries neither, clients see CAS 0 (the counter still moves:
         // it numbers the shard's writes).

@@ -574,16 +574,8 @@ impl Store {
     /// larger than `cas`, so that records loaded with their saved CAS do not share one with a
     /// later write. A CAS above 32 bits is never given, so it needs nothing.
     pub fn raise_cas_above(&self, cas: u64) {
-        if cas >= u64::from(u32::MAX) {
-            return;
-        }
-        let floor = cas + 1;
         for index in 0..self.shard_count() {
-            let mut shard = self.cell(index).lock.write();
-            let low = shard.next_cas & u64::from(u32::MAX);
-            if low < floor {
-                shard.next_cas += floor - low;
-            }
+            self.cell(index).lock.write().raise_cas_above(cas);
         }
     }
 }

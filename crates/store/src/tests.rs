@@ -130,6 +130,19 @@ fn the_cas_counter_wraps_to_one_and_a_load_raises_it() {
     // A CAS above 32 bits is never given, so loading one changes nothing.
     s.raise_cas_above(1 << 40);
     assert_eq!(cas(&s), 2);
+    // A loaded record raises its own shard's counter, whatever else the load held.
+    let loaded = |s: &Store, key: &[u8], c: u64| {
+        s.write(A, key, |e| {
+            e.put_loaded(Kind::String, b"v", None, 0, c, &[])
+        })
+        .unwrap()
+    };
+    let s = store(0, true);
+    loaded(&s, b"wide", 1 << 40);
+    loaded(&s, b"k", 5000);
+    s.raise_cas_above(1 << 40);
+    assert_eq!(s.read(b"k", |i| i.unwrap().cas()), 5000);
+    assert_eq!(cas(&s), 5001);
 }
 
 #[test]
