@@ -633,6 +633,22 @@ def test_meta_E_sets_the_cas(mc_raw):
     mc_raw.request(b"mg k v c\r\n", b"VA 1 c%d\r\ne\r\n" % chosen)
 
 
+@pytest.mark.cairn_only  # memcached 1.6.21 added `E`
+def test_a_chosen_cas_wider_than_32_bits_is_kept_whole(mc_raw):
+    # The CAS the store gives fits the record's 4-byte field; a client's may take all 64 bits
+    # (the record then holds 8 bytes for it), and touch keeps it whole too.
+    mc_raw.request(b"set k 0 0 1\r\na\r\n", b"STORED\r\n")
+    assert 0 < gets_cas(mc_raw, b"k") < 2**32
+    for chosen in (2**32, 2**64 - 1, 2**40 + 7):
+        mc_raw.request(b"ms k 1 E%d\r\nb\r\n" % chosen, b"HD\r\n")
+        assert gets_cas(mc_raw, b"k") == chosen
+    mc_raw.request(b"touch k 100\r\n", b"TOUCHED\r\n")
+    assert gets_cas(mc_raw, b"k") == 2**40 + 7
+    mc_raw.request(b"cas k 0 0 1 %d\r\nc\r\n" % (7), b"EXISTS\r\n")
+    mc_raw.request(b"cas k 0 0 1 %d\r\nc\r\n" % (2**40 + 7), b"STORED\r\n")
+    assert 0 < gets_cas(mc_raw, b"k") < 2**32
+
+
 WATCH_BREAKERS = [
     b"touch k 100\r\n",
     b"gat 100 k\r\n",

@@ -74,10 +74,10 @@ def test_used_memory_counts_records_at_their_size_class(server_factory):
     srv = server_factory("--threads", "1")
     r = redis.Redis(host=HOST, port=srv.port)
     before = r.info("memory")["mem_records"]
-    # 16-byte key, 32-byte value: a 60-byte record (docs/memory.md), held in a 60-byte block.
+    # 16-byte key, 32-byte value: a 56-byte record (docs/memory.md), held in a 56-byte block.
     r.set(b"k" * 16, b"v" * 32)
-    assert r.info("memory")["mem_records"] - before == 60
-    # A 1,053-byte record takes the 1,056-byte class (32 bytes apart above 1 KiB).
+    assert r.info("memory")["mem_records"] - before == 56
+    # A 1,049-byte record takes the 1,056-byte class (32 bytes apart above 1 KiB).
     r.set(b"j" * 16, b"v" * 1024)
-    assert r.info("memory")["mem_records"] - before == 60 + 1056
+    assert r.info("memory")["mem_records"] - before == 56 + 1056
     assert r.memory_usage(b"j" * 16) >= 1056

@@ -2,15 +2,18 @@
 //! small header, the key and the value.
 //!
 //! A record is referenced by a thin pointer so that a table slot costs eight bytes. The header
-//! is variable length so that a 16-byte key with a 32-byte value takes 60 bytes:
+//! is variable length so that a 16-byte key with a 32-byte value takes 56 bytes:
 //!
 //! ```text
 //! meta:u8 visited:u8 klen*2+no_cas:varint vlen:varint [expire_ms:u64] [flags:u32]
-//! [ntags:u8 (type:u32 value:i64)*] [version:u64] [cas:u64] key value
+//! [ntags:u8 (type:u32 value:i64)*] [version:u64] [cas:u32, or u64 after a version] key value
 //! ```
 //! The key length's low bit says the record has no `cas` (a store run with `--cas no`, as
-//! memcached's `-C`: 8 bytes less, which the slab's classes, 4 bytes apart up to 1 KiB, keep);
+//! memcached's `-C`: 4 bytes less, which the slab's classes, 4 bytes apart up to 1 KiB, keep);
 //! it then has no `version` either, and WATCH compares the shard's change number instead (`Store::watch_version`).
+//! The CAS the store gives is a shard's 32-bit write counter (see `Entry::next_cas`), so it takes
+//! 4 bytes; a record with a `version` field holds an 8-byte CAS, since a client may choose any
+//! 64-bit CAS (memcached `E`), and a CAS above 32 bits (a snapshot's) brings a `version` with it.
 //! `expire_ms` is present only when the record was written with a deadline (0 then means "none"
 //! after a PERSIST, so a deadline can be changed in place); `flags` (memcached's client flags)
 //! only when non-zero. `cas` is the version clients see (memcached CAS); every write gives it a
@@ -167,8 +170,24 @@ impl Header<'_> {
             } else {
                 1 + TAG_BYTES * self.tags.len()
             }
-            + if self.version.is_some() { 8 } else { 0 }
-            + if self.cas.is_some() { 8 } else { 0 }
+            + if self.version_field().is_some() { 8 } else { 0 }
+            + self.cas_len()
+    }
+
+    /// The `version` field to write: the one asked for, or, for a CAS too wide for the short
+    /// field, the CAS itself (WATCH then compares it, as it would the CAS).
+    fn version_field(&self) -> Option<u64> {
+        self.version
+            .or(self.cas.filter(|&c| c > u64::from(u32::MAX)))
+    }
+
+    /// Bytes of the `cas` field: 4, or 8 in a record with a `version` field.
+    fn cas_len(&self) -> usize {
+        match (self.cas, self.version_field()) {
+            (None, _) => 0,
+            (Some(_), None) => 4,
+            (Some(_), Some(_)) => 8,
+        }
     }
 
     /// Bytes the allocation for this record takes.
@@ -187,6 +206,8 @@ struct Offsets {
     tags: Option<usize>,
     version: Option<usize>,
     cas: Option<usize>,
+    /// Whether the `cas` field is 8 bytes (the record has a `version` field) rather than 4.
+    cas_wide: bool,
     key: usize,
 }
 
@@ -211,7 +232,8 @@ impl ItemPtr {
             if !header.tags.is_empty() {
                 meta |= HAS_TAGS;
             }
-            if header.version.is_some() {
+            let version = header.version_field();
+            if version.is_some() {
                 meta |= HAS_VERSION;
             }
             buf[0] = meta;
@@ -239,13 +261,14 @@ impl ItemPtr {
                     at += TAG_BYTES;
                 }
             }
-            if let Some(version) = header.version {
+            if let Some(version) = version {
                 buf[at..at + 8].copy_from_slice(&version.to_le_bytes());
                 at += 8;
             }
             if let Some(cas) = header.cas {
-                buf[at..at + 8].copy_from_slice(&cas.to_le_bytes());
-                at += 8;
+                let n = header.cas_len();
+                buf[at..at + n].copy_from_slice(&cas.to_le_bytes()[..n]);
+                at += n;
             }
             buf[at..at + key.len()].copy_from_slice(key);
         }
@@ -298,6 +321,7 @@ impl ItemPtr {
             } else {
                 None
             };
+            let cas_wide = version.is_some();
             Offsets {
                 meta,
                 key_len,
@@ -307,7 +331,12 @@ impl ItemPtr {
                 tags,
                 version,
                 cas: has_cas.then_some(at),
-                key: if has_cas { at + 8 } else { at },
+                cas_wide,
+                key: match (has_cas, cas_wide) {
+                    (false, _) => at,
+                    (true, false) => at + 4,
+                    (true, true) => at + 8,
+                },
             }
         }
     }
@@ -320,6 +349,32 @@ impl ItemPtr {
     fn write_u64(self, at: usize, v: u64) {
         // SAFETY: as `read_u64`; callers hold the shard's exclusive lock.
         unsafe { std::ptr::write_unaligned(self.0.as_ptr().add(at) as *mut u64, v.to_le()) }
+    }
+
+    /// The CAS field at `o.cas`, 4 or 8 bytes wide.
+    fn read_cas(self, o: &Offsets) -> Option<u64> {
+        let at = o.cas?;
+        Some(if o.cas_wide {
+            u64::from_le(self.read_u64(at))
+        } else {
+            // SAFETY: a short CAS field is 4 bytes inside the record.
+            let v = unsafe { std::ptr::read_unaligned(self.0.as_ptr().add(at) as *const u32) };
+            u64::from(u32::from_le(v))
+        })
+    }
+
+    /// Writes `cas` into the CAS field; a short field keeps its low 32 bits (see `set_cas`).
+    /// SAFETY contract as `write_u64`.
+    fn write_cas(self, o: &Offsets, cas: u64) {
+        let Some(at) = o.cas else { return };
+        if o.cas_wide {
+            self.write_u64(at, cas);
+        } else {
+            // SAFETY: as `write_u64`; the short field is 4 bytes inside the record.
+            unsafe {
+                std::ptr::write_unaligned(self.0.as_ptr().add(at) as *mut u32, (cas as u32).to_le())
+            }
+        }
     }
 
     pub fn key<'a>(self) -> &'a [u8] {
@@ -423,7 +478,7 @@ impl ItemPtr {
             value_len: 1 + encoded.len(),
             expire_at: o.expire.map(|at| u64::from_le(self.read_u64(at))),
             flags: self.flags(),
-            cas: o.cas.map(|at| u64::from_le(self.read_u64(at))),
+            cas: self.read_cas(&o),
             version: o.version.map(|at| u64::from_le(self.read_u64(at))),
         };
         let copy = ItemPtr::new(&header, self.key());
@@ -489,9 +544,7 @@ impl ItemPtr {
 
     /// The CAS clients see; 0 for a record without one (as memcached `-C` shows).
     pub fn cas(self) -> u64 {
-        self.offsets()
-            .cas
-            .map_or(0, |at| u64::from_le(self.read_u64(at)))
+        self.read_cas(&self.offsets()).unwrap_or(0)
     }
 
     /// Whether the record carries a CAS (all do unless the store runs with `--cas no`).
@@ -529,9 +582,10 @@ impl ItemPtr {
     /// a record without CAS: `Store::watch_version` then uses the shard's change number).
     pub fn version(self) -> u64 {
         let o = self.offsets();
-        o.version
-            .or(o.cas)
-            .map_or(0, |at| u64::from_le(self.read_u64(at)))
+        match o.version {
+            Some(at) => u64::from_le(self.read_u64(at)),
+            None => self.read_cas(&o).unwrap_or(0),
+        }
     }
 
     pub fn has_version_field(self) -> bool {
@@ -545,17 +599,18 @@ impl ItemPtr {
         if let Some(at) = o.version {
             self.write_u64(at, cas);
         }
-        if let Some(at) = o.cas {
-            self.write_u64(at, cas)
-        }
+        debug_assert!(
+            o.cas_wide || cas <= u64::from(u32::MAX),
+            "fresh CAS fits 32 bits"
+        );
+        self.write_cas(&o, cas);
     }
 
-    /// Sets the CAS clients see and nothing else (nothing for a record without CAS). SAFETY
-    /// contract as `write_u64`.
+    /// Sets the CAS clients see and nothing else (nothing for a record without CAS); a record
+    /// without a `version` field keeps its low 32 bits (`cas_fits`). SAFETY contract as
+    /// `write_u64`.
     pub fn set_cas(self, cas: u64) {
-        if let Some(at) = self.offsets().cas {
-            self.write_u64(at, cas)
-        }
+        self.write_cas(&self.offsets(), cas);
     }
 
     fn visited_bit(self) -> &'static AtomicU8 {
@@ -723,10 +778,42 @@ mod tests {
     }
 
     #[test]
-    fn small_record_fits_sixty_four_bytes() {
+    fn small_record_takes_fifty_six_bytes() {
         let p = make(&[b'k'; 16], &[b'v'; 32], None, 0);
-        assert!(p.alloc_size() <= 64, "{}", p.alloc_size());
+        assert_eq!(p.alloc_size(), 4 + 4 + 16 + 32);
         unsafe { p.free() };
+    }
+
+    #[test]
+    fn a_cas_wider_than_32_bits_brings_a_version_field_and_reads_back_whole() {
+        let wide = (1u64 << 40) + 3;
+        let h = Header {
+            cas: Some(wide),
+            ..make(b"k", b"v", None, 0).header()
+        };
+        let p = ItemPtr::new(&h, b"k");
+        unsafe { p.value_mut().copy_from_slice(b"v") };
+        // 4 header bytes, version 8, cas 8, key, value.
+        assert_eq!(p.alloc_size(), 4 + 8 + 8 + 2);
+        assert_eq!(
+            (p.cas(), p.version(), p.key(), p.value()),
+            (wide, wide, &b"k"[..], &b"v"[..])
+        );
+        p.set_cas(u64::MAX);
+        assert_eq!((p.cas(), p.version()), (u64::MAX, wide));
+        // A short field keeps the low 32 bits of what it is given.
+        let short = make(b"k", b"v", None, 0);
+        short.set_cas(wide);
+        assert_eq!((short.cas(), short.value()), (3, &b"v"[..]));
+        short.set_fresh_cas(u64::from(u32::MAX));
+        assert_eq!(
+            (short.cas(), short.version()),
+            (u64::from(u32::MAX), u64::from(u32::MAX))
+        );
+        unsafe {
+            p.free();
+            short.free();
+        }
     }
 
     #[test]
@@ -789,7 +876,7 @@ mod tests {
     }
 
     #[test]
-    fn a_record_without_cas_is_eight_bytes_smaller_and_reads_back() {
+    fn a_record_without_cas_is_four_bytes_smaller_and_reads_back() {
         let with = make(&[b'k'; 16], &[b'v'; 32], None, 0);
         let h = Header {
             cas: None,
@@ -797,8 +884,8 @@ mod tests {
         };
         let without = ItemPtr::new(&h, with.key());
         unsafe { without.value_mut().copy_from_slice(with.value()) };
-        assert_eq!(without.alloc_size() + 8, with.alloc_size());
-        assert!(without.alloc_size() <= 56, "{}", without.alloc_size());
+        assert_eq!(without.alloc_size() + 4, with.alloc_size());
+        assert_eq!(without.alloc_size(), 52);
         assert_eq!((without.key(), without.value()), (with.key(), with.value()));
         assert_eq!(
             (without.cas(), without.version(), without.has_cas()),

@@ -30,6 +30,7 @@ mod scan;
 mod set;
 mod shard;
 pub mod slab;
+mod slots;
 pub mod snapshot;
 mod table;
 pub mod tags;
@@ -120,7 +121,7 @@ pub struct StoreConfig {
     /// Bytes the change backlogs may hold, all logs together (kept only while a cursor
     /// consumer is registered).
     pub change_backlog: u64,
-    /// Records carry a CAS (memcached `gets`, `cas`); false (`--cas no`) saves 8 bytes a record.
+    /// Records carry a CAS (memcached `gets`, `cas`); false (`--cas no`) saves 4 bytes a record.
     pub cas: bool,
 }
 
@@ -210,7 +211,6 @@ impl StoreStats {
 
 pub struct Store {
     shards: Box<[ShardCell]>,
-    shard_bits: u32,
     hasher: ahash::RandomState,
     used: AtomicI64,
     /// Memory the owner holds outside the store (the server's client buffers) that must fit
@@ -262,7 +262,6 @@ impl Store {
         let used = shards.iter().map(|c| c.lock.read().used as i64).sum();
         let store = Arc::new(Store {
             shards,
-            shard_bits: count.trailing_zeros(),
             hasher: ahash::RandomState::new(),
             used: AtomicI64::new(used),
             external: AtomicI64::new(0),

@@ -104,6 +104,19 @@ impl Shard {
         }
     }
 
+    /// Makes the CAS this shard gives next (until its 32-bit counter wraps) larger than `cas`,
+    /// a CAS a record is loaded with: a key's CAS stays unique across a restart or a full
+    /// sync. A CAS above 32 bits is never given, so it needs nothing.
+    pub fn raise_cas_above(&mut self, cas: u64) {
+        if cas >= u64::from(u32::MAX) {
+            return;
+        }
+        let low = self.next_cas & u64::from(u32::MAX);
+        if low <= cas {
+            self.next_cas += cas + 1 - low;
+        }
+    }
+
     /// Removes the record in `slot` and frees it (on the reaper when large), recording the
     /// removal as `why` (Delete, Expire or Evict). Returns bytes freed.
     pub fn remove_slot(
@@ -313,10 +326,17 @@ impl<'a> Entry<'a> {
         }
     }
 
+    /// A fresh CAS: the shard's write counter, cut to the 32 bits a record holds (0, which
+    /// memcached clients read as "no CAS", is skipped). Unique per key until the key's shard
+    /// has taken 2^32 writes since the CAS was read (see docs/memory.md); two keys of
+    /// different shards may show the same CAS, which memcached's `cas` never compares.
     fn next_cas(&mut self) -> u64 {
-        let n = self.shard.next_cas;
-        self.shard.next_cas += 1;
-        (n << self.store.shard_bits) | self.shard_index as u64
+        let mut n = self.shard.next_cas;
+        if n as u32 == 0 {
+            n += 1;
+        }
+        self.shard.next_cas = n + 1;
+        u64::from(n as u32)
     }
 
     /// Writes a record with `value`, replacing any existing one. Returns its CAS.
@@ -385,7 +405,12 @@ impl<'a> Entry<'a> {
                 let fresh = self.next_cas();
                 (client_cas.unwrap_or(fresh), client_cas.map(|_| fresh))
             }
-            Put::Load { cas } => (cas, None),
+            Put::Load { cas } => {
+                // Per record, so that a snapshot's CAS above 32 bits (a client's choice) does
+                // not hide the others from `Store::raise_cas_above`.
+                self.shard.raise_cas_above(cas);
+                (cas, None)
+            }
         };
         // `--cas no`: the record carries neither, clients see CAS 0 (the counter still moves:
         // it numbers the shard's writes).
@@ -685,19 +710,18 @@ impl<'a> Entry<'a> {
         if item.cas() == cas || !item.has_cas() {
             return true;
         }
-        // Without room for the 8 more bytes of a version field, the client's CAS still
-        // applies in place, at the cost of WATCH missing this change.
+        // Without room for the 8 more bytes of a version field (and the wider CAS field), the
+        // client's CAS still applies in place, at the cost of WATCH missing this change; and
+        // only its low 32 bits when it is wider (what the record then holds is what is
+        // recorded and what clients see).
         if !item.has_version_field()
             && self.rebuild_with_cas(i, item.header().expire_at, cas, Rebuilt::Cas)
         {
             return true;
         }
-        self.shard
-            .table
-            .item_at(i)
-            .expect("found slot is occupied")
-            .set_cas(cas);
-        let change = ChangeKind::Cas(cas);
+        let item = self.shard.table.item_at(i).expect("found slot is occupied");
+        item.set_cas(cas);
+        let change = ChangeKind::Cas(item.cas());
         self.shard.record(self.store, self.author, self.key, change);
         true
     }

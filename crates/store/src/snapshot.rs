@@ -570,13 +570,12 @@ impl Store {
         }
     }
 
-    /// Makes every CAS the store gives from now on larger than `cas`, so that records loaded
-    /// with their saved CAS never share one with a later write.
+    /// Makes every CAS the store gives from now on (until a shard's 32-bit counter wraps)
+    /// larger than `cas`, so that records loaded with their saved CAS do not share one with a
+    /// later write. A CAS above 32 bits is never given, so it needs nothing.
     pub fn raise_cas_above(&self, cas: u64) {
-        let floor = (cas >> self.shard_bits) + 1;
         for index in 0..self.shard_count() {
-            let mut shard = self.cell(index).lock.write();
-            shard.next_cas = shard.next_cas.max(floor);
+            self.cell(index).lock.write().raise_cas_above(cas);
         }
     }
 }

@@ -15,6 +15,7 @@
 //! average where doubling at 3/4 cost ~15.4 (docs/memory.md).
 
 use crate::item::ItemPtr;
+use crate::slots::Slots;
 
 const EMPTY: u64 = 0;
 const TOMBSTONE: u64 = 1;
@@ -51,7 +52,7 @@ pub(crate) fn slot_addr(slot: u64) -> Option<ItemPtr> {
 }
 
 pub(crate) struct Table {
-    slots: Box<[u64]>,
+    slots: Slots,
     len: usize,
     /// Records whose slot has the expiry bit (the volatile-* policies' candidates).
     expiring: usize,
@@ -75,7 +76,7 @@ impl Table {
     fn with_capacity(capacity: usize) -> Table {
         debug_assert!(capacity.is_multiple_of(MIN_CAPACITY) && capacity as u64 <= u32::MAX as u64);
         Table {
-            slots: vec![EMPTY; capacity].into_boxed_slice(),
+            slots: Slots::zeroed(capacity),
             len: 0,
             expiring: 0,
             tombstones: 0,

@@ -113,6 +113,38 @@ fn deadlines_hide_and_expiry_removes() {
     assert_eq!(s.stats().expired, 1);
 }
 
+/// The CAS is a shard's 32-bit write counter: it wraps past 2^32 - 1 to 1 (0 means "no CAS"
+/// to memcached clients), and a load raises it above the loaded CAS.
+#[test]
+fn the_cas_counter_wraps_to_one_and_a_load_raises_it() {
+    let s = store(0, true);
+    let cas = |s: &Store| {
+        s.write(A, b"k", |e| e.put(Kind::String, b"v", None, 0))
+            .unwrap()
+    };
+    assert_eq!(cas(&s), 1);
+    s.raise_cas_above(u64::from(u32::MAX) - 2);
+    let seen: Vec<u64> = (0..3).map(|_| cas(&s)).collect();
+    assert_eq!(seen, [u64::from(u32::MAX) - 1, u64::from(u32::MAX), 1]);
+    assert_eq!(s.read(b"k", |i| i.unwrap().cas()), 1);
+    // A CAS above 32 bits is never given, so loading one changes nothing.
+    s.raise_cas_above(1 << 40);
+    assert_eq!(cas(&s), 2);
+    // A loaded record raises its own shard's counter, whatever else the load held.
+    let loaded = |s: &Store, key: &[u8], c: u64| {
+        s.write(A, key, |e| {
+            e.put_loaded(Kind::String, b"v", None, 0, c, &[])
+        })
+        .unwrap()
+    };
+    let s = store(0, true);
+    loaded(&s, b"wide", 1 << 40);
+    loaded(&s, b"k", 5000);
+    s.raise_cas_above(1 << 40);
+    assert_eq!(s.read(b"k", |i| i.unwrap().cas()), 5000);
+    assert_eq!(cas(&s), 5001);
+}
+
 #[test]
 fn set_expire_in_place_and_by_rebuild() {
     let s = store(0, true);
@@ -455,12 +487,14 @@ mod tag_tests {
                 (&b"k"[..], None, true)
             );
         });
-        // a fresh record without the field takes the chosen CAS through a rebuild
+        // a fresh record without the field takes the chosen CAS through a rebuild (one no
+        // CAS the store gives equals: those are below 2^32)
+        let chosen = 1 << 40;
         put_tagged(&s, b"j", &[tag(PAGE, 3), tag(USER, 1)], Some(deadline));
-        s.write(A, b"j", |e| assert!(e.set_cas(cas0)));
+        s.write(A, b"j", |e| assert!(e.set_cas(chosen)));
         let (cas, v) = version(b"j");
-        assert_eq!(cas, cas0);
-        assert_ne!(v, cas0);
+        assert_eq!(cas, chosen);
+        assert_ne!(v, chosen);
         assert_eq!(
             keys(&s, &q(&[(PAGE, Op::Eq(3))])),
             vec![b"j".to_vec(), b"k".to_vec()]

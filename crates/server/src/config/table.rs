@@ -368,7 +368,7 @@ pub static SETTINGS: &[Setting] = &[
     fixed(
         "cas",
         "yes|no",
-        "Records carry a CAS (memcached gets/cas, meta c/C). `no` saves 8 bytes a record and \
+        "Records carry a CAS (memcached gets/cas, meta c/C). `no` saves 4 bytes a record and \
          answers as memcached -C does: CAS 0, cas and ms C fail with EXISTS; WATCH then compares \
          a per-shard change number, so a change to another key of the shard aborts it too.",
         DefaultValue::Text("yes"),
