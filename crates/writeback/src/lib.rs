@@ -272,8 +272,7 @@ fn end_batch() -> Option<Wait> {
             }
             c.batch = 0;
         }
-        t.logs
-            .retain(|c| c.command > 0 || !c.mapping.stopped());
+        t.logs.retain(|c| c.command > 0 || !c.mapping.stopped());
         (!synced.is_empty()).then_some(Wait {
             fsync: Some(synced),
             group: None,

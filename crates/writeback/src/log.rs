@@ -193,6 +193,10 @@ struct Writer {
     /// from empty on every write), unless it grew past [`SPARE_MAX`].
     spare: Vec<u8>,
     unsynced: Vec<Arc<File>>,
+    /// A segment may exist before the current one: set by a rotation (and at open), cleared
+    /// by `truncate` when it lists the directory, which it skips while this is false (the
+    /// flusher truncates after every batch: no directory listing each time).
+    older: bool,
 }
 
 /// Bytes allocated ahead of the current segment's end at a time.
@@ -325,6 +329,7 @@ impl Log {
                 allocated: size,
                 spare: Vec::new(),
                 unsynced: Vec::new(),
+                older: true,
             }),
             syncing: Mutex::new(()),
             written: AtomicU64::new(last),
@@ -411,6 +416,7 @@ impl Log {
             w.segment = first;
             w.size = 0;
             w.allocated = 0;
+            w.older = true;
         }
         let end = w.size + buf.len() as u64;
         if end > w.allocated {
@@ -513,17 +519,37 @@ impl Log {
                 w.segment = first;
                 w.size = 0;
                 w.allocated = 0;
+                w.older = true;
+            }
+            if !std::mem::take(&mut w.older) {
+                return Ok(());
             }
             w.segment
         };
-        let found = segments(&self.dir)?;
+        let found = match segments(&self.dir) {
+            Ok(found) => found,
+            Err(e) => {
+                self.writer.lock().older = true;
+                return Err(e);
+            }
+        };
+        // Whether an older segment is left (not all applied): listed again next time.
+        let mut left = false;
         for pair in found.windows(2) {
-            let ((_, path), (next_first, _)) = (&pair[0], &pair[1]);
+            let ((first, path), (next_first, _)) = (&pair[0], &pair[1]);
             if *next_first <= done + 1 && *next_first <= current {
                 let size = std::fs::metadata(path).map_or(0, |m| m.len());
-                std::fs::remove_file(path)?;
+                if let Err(e) = std::fs::remove_file(path) {
+                    self.writer.lock().older = true;
+                    return Err(e);
+                }
                 self.disk_bytes.fetch_sub(size, Relaxed);
+            } else if *first < current {
+                left = true;
             }
+        }
+        if left {
+            self.writer.lock().older = true;
         }
         self.wake.1.notify_all();
         Ok(())
@@ -850,6 +876,49 @@ mod tests {
         let mut r = log.reader();
         assert_eq!(r.next(9).unwrap().unwrap().value, b"1");
         assert_eq!(r.next(9).unwrap().unwrap().value, b"3");
+    }
+
+    #[test]
+    fn truncate_deletes_older_segments_once_applied_even_after_skipping_listings() {
+        let dir = temp("older");
+        let log = Log::open(&dir, 100).unwrap();
+        for i in 1..=30u64 {
+            log.append(OpKind::String, format!("k{i}").as_bytes(), b"value");
+            log.write_upto(i).unwrap();
+        }
+        log.sync().unwrap();
+        let before = segments(&dir).unwrap().len();
+        assert!(before > 3);
+        // Nothing applied: every segment stays, and the next truncate lists them again.
+        log.truncate(0).unwrap();
+        log.truncate(1).unwrap();
+        assert_eq!(segments(&dir).unwrap().len(), before);
+        // All but the current one applied: the older ones go.
+        log.truncate(29).unwrap();
+        assert_eq!(segments(&dir).unwrap().len(), 1);
+        // No rotation since: no listing needed, and the current segment stays.
+        log.truncate(30).unwrap();
+        assert_eq!(segments(&dir).unwrap().len(), 1);
+        let mut r = log.reader();
+        r.skip_to(29, 30).unwrap();
+        assert_eq!(r.next(30).unwrap().unwrap().lsn, 30);
+    }
+
+    #[test]
+    fn preallocating_keeps_the_segment_size_to_its_records() {
+        let dir = temp("prealloc");
+        let log = Log::open(&dir, 64 << 20).unwrap();
+        for i in 1..=3u64 {
+            log.append(OpKind::String, b"k", b"v");
+            log.write_upto(i).unwrap();
+        }
+        let (_, path) = segments(&dir).unwrap().pop().unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), log.bytes());
+        drop(log);
+        let log = Log::open(&dir, 64 << 20).unwrap();
+        assert_eq!(log.last(), 3);
+        assert_eq!(log.bytes(), meta.len());
     }
 
     #[test]
