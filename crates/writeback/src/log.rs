@@ -896,12 +896,16 @@ mod tests {
         // All but the current one applied: the older ones go.
         log.truncate(29).unwrap();
         assert_eq!(segments(&dir).unwrap().len(), 1);
-        // No rotation since: no listing needed, and the current segment stays.
-        log.truncate(30).unwrap();
-        assert_eq!(segments(&dir).unwrap().len(), 1);
         let mut r = log.reader();
         r.skip_to(29, 30).unwrap();
         assert_eq!(r.next(30).unwrap().unwrap().lsn, 30);
+        // No rotation since: the current segment stays, record 30 not applied.
+        log.truncate(29).unwrap();
+        assert_eq!(segments(&dir).unwrap().len(), 1);
+        // Full and applied: replaced by an empty one, the old one deleted.
+        log.truncate(30).unwrap();
+        assert_eq!(segments(&dir).unwrap().len(), 1);
+        assert_eq!(log.bytes(), 0);
     }
 
     #[test]
