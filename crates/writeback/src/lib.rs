@@ -192,7 +192,8 @@ thread_local! {
 /// captured (`command`) and the last one its [`LogBatch`] holds to be written (`batch`); 0:
 /// none. The entry outlives the command and the batch (it is left with both numbers 0), so
 /// that the next write of the mapping finds it instead of cloning the mapping's handle and
-/// dropping it again each time; a stopped mapping's entry is dropped at a batch's end.
+/// dropping it again each time; a removed mapping's entry is dropped at the thread's next
+/// batch end (or its next commit outside a batch).
 struct Captured {
     mapping: Arc<Mapping>,
     command: u64,
@@ -719,6 +720,11 @@ impl Engine {
                 .filter(|c| c.command > 0)
                 .map(|c| (c.mapping.clone(), std::mem::take(&mut c.command)))
                 .collect();
+            // A thread that commits outside batches (the SQL writer) drops its entries of
+            // removed mappings here.
+            if t.depth == 0 {
+                t.logs.retain(|c| c.batch > 0 || !c.mapping.stopped());
+            }
             (captured, group)
         });
         if captured.is_empty() {
