@@ -9,7 +9,10 @@ Each binary runs under `valgrind --tool=callgrind --instr-atstart=no`, unmapped 
 `value = "string"` mapping to a private durable PostgreSQL (`delay` 1 h, so that the flusher
 does not run while counting); instrumentation is on only while it takes SETS pipelined SETs of
 bench/writebehind.py's payloads. The kernel's work (the log's `write`, the socket) is not
-counted."""
+counted. Two counts per run: all the server's threads, and the request path alone (what
+`Session::process`, the I/O thread's handling of a connection's requests, runs, with the
+batch's log write): the first also takes whatever background work (expiry rounds, the
+flusher's turns) the run's length let in, which moves with the machine's load."""
 
 import glob
 import os
@@ -39,10 +42,13 @@ def count(binary, mapped, pg, reqs, out):
         subprocess.run(["callgrind_control", "-i", "off", str(srv.proc.pid)], capture_output=True, check=True)
     finally:
         srv.stop()
-    total = 0
+    total = path = 0
     for f in glob.glob(out + "*"):
         total += next(int(line.split()[1]) for line in open(f) if line.startswith("totals:"))
-    return total
+        listing = subprocess.run(["callgrind_annotate", "--inclusive=yes", f], capture_output=True, text=True).stdout
+        path += max((int(line.split()[0].replace(",", "")) for line in listing.splitlines()
+                     if "cairn_server::session::Session::process [" in line), default=0)
+    return total, path
 
 
 def main():
@@ -51,10 +57,12 @@ def main():
     pg = W.Pg(durable=True).start()
     try:
         for i, binary in enumerate(binaries):
-            off, on = (count(binary, mapped, pg, reqs, f"/tmp/wb-callgrind-{os.getpid()}-{i}-{int(mapped)}.out") / n
-                       for mapped in (False, True))
+            (off, off_path), (on, on_path) = (
+                [c / n for c in count(binary, mapped, pg, reqs, f"/tmp/wb-callgrind-{os.getpid()}-{i}-{int(mapped)}.out")]
+                for mapped in (False, True))
             print(f"{binary}: {off:.0f} instructions per unmapped SET, {on:.0f} mapped: "
-                  f"{on / off:.2f}x, +{on - off:.0f}", flush=True)
+                  f"{on / off:.2f}x, +{on - off:.0f}; request path alone {off_path:.0f} and {on_path:.0f}: "
+                  f"{on_path / off_path:.2f}x, +{on_path - off_path:.0f}", flush=True)
     finally:
         pg.close()
 

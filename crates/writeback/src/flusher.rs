@@ -67,7 +67,7 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
         let start = reader.position();
         // Durable records only: a record applied must never be lost from the log by a crash,
         // or its number could be given again after a restart.
-        let durable = match mapping.log.sync() {
+        let durable = match durable(&mapping, done) {
             Ok(d) => d,
             Err(e) => {
                 tracing::error!("write-behind {}: fsync failed: {e}", mapping.config.name);
@@ -110,7 +110,7 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
             let _ = reader.seek(start);
             continue;
         }
-        let durable = mapping.log.sync().unwrap_or(durable);
+        let durable = self::durable(&mapping, done).unwrap_or(durable);
         let mut rows: Vec<Row> = Vec::new();
         // The record each row comes from: its dead letter, should the database refuse it.
         let mut sources: Vec<Record> = Vec::new();
@@ -206,6 +206,20 @@ pub(crate) fn run(mapping: Arc<Mapping>) {
             }
         }
     }
+}
+
+/// The last record the flusher may apply now: records fsynced only. A backlog of a batch or
+/// more already fsynced (by the once-a-second syncer or an earlier turn) is applied without
+/// another fsync; else the log is fsynced first, so that a turn applies what was written
+/// before it, as soon as `delay` allows. One fsync so covers a backlog's many batches instead
+/// of costing one per batch while writes stream in. Write-through fsyncs every turn: its
+/// writers wait for their own records.
+fn durable(mapping: &Mapping, done: u64) -> std::io::Result<u64> {
+    let synced = mapping.log.synced();
+    if !mapping.through() && synced.saturating_sub(done) >= mapping.config.batch as u64 {
+        return Ok(synced);
+    }
+    mapping.log.sync()
 }
 
 /// Whether record `n` joins the batch of `rows` rows (`index`: their keys): under write-behind

@@ -175,37 +175,51 @@ impl Mapping {
 type Record = Option<Vec<u8>>;
 
 thread_local! {
-    /// What the tap captured for the command this thread runs: (mapping, last number).
-    static CAPTURED: RefCell<Vec<(Arc<Mapping>, u64)>> = const { RefCell::new(Vec::new()) };
-    /// Write-through: the group of the records the command captured (each waits on its
-    /// mapping's list from its capture on).
-    static THROUGH: RefCell<Option<Arc<through::Group>>> = const { RefCell::new(None) };
-    /// Write-through: the records of the command's keys before it ran (noted by the server
-    /// before the command; a capture takes the key's and leaves the new record for a later
-    /// write of the same key in the command, e.g. in EXEC).
-    static PREV: RefCell<Vec<(Vec<u8>, Record)>> = const { RefCell::new(Vec::new()) };
-    /// Within a [`LogBatch`]: records committed whose replies need nothing more than a log
-    /// write and, under `wb-fsync always`, its fsync (no write-through) wait here to be
-    /// written once, when the batch ends, instead of one `write` (and fsync) per command.
-    static UNWRITTEN: RefCell<Unwritten> = const {
-        RefCell::new(Unwritten {
+    /// What the thread's commands captured, in one place: a mapped write reaches it several
+    /// times (capture, commit, the batch's end), one thread-local access each.
+    static THREAD: RefCell<Captures> = const {
+        RefCell::new(Captures {
+            logs: Vec::new(),
+            through: None,
+            prev: Vec::new(),
             depth: 0,
-            captured: Vec::new(),
             fsync: false,
         })
     };
 }
 
-/// The thread's open [`LogBatch`]es: how deep they nest, the records their commands
-/// committed, and whether the replies also wait for an fsync (`wb-fsync always`).
-struct Unwritten {
+/// A mapping's log as the thread's commands captured it: the last number the running command
+/// captured (`command`) and the last one its [`LogBatch`] holds to be written (`batch`); 0:
+/// none. The entry outlives the command and the batch (it is left with both numbers 0), so
+/// that the next write of the mapping finds it instead of cloning the mapping's handle and
+/// dropping it again each time; a removed mapping's entry is dropped at the thread's next
+/// batch end (or its next commit outside a batch).
+struct Captured {
+    mapping: Arc<Mapping>,
+    command: u64,
+    batch: u64,
+}
+
+struct Captures {
+    logs: Vec<Captured>,
+    /// Write-through: the group of the records the command captured (each waits on its
+    /// mapping's list from its capture on).
+    through: Option<Arc<through::Group>>,
+    /// Write-through: the records of the command's keys before it ran (noted by the server
+    /// before the command; a capture takes the key's and leaves the new record for a later
+    /// write of the same key in the command, e.g. in EXEC).
+    prev: Vec<(Vec<u8>, Record)>,
+    /// How deep the thread's open [`LogBatch`]es nest: within one, records committed whose
+    /// replies need nothing more than a log write and, under `wb-fsync always`, its fsync (no
+    /// write-through) wait to be written once, when the batch ends, instead of one `write`
+    /// (and fsync) per command.
     depth: u32,
-    captured: Captured,
+    /// The batch's replies also wait for an fsync (`wb-fsync always`).
     fsync: bool,
 }
 
 /// Records captured per mapping: (mapping, its last number captured).
-type Captured = Vec<(Arc<Mapping>, u64)>;
+type CapturedLogs = Vec<(Arc<Mapping>, u64)>;
 
 /// One connection's batch of requests (the server opens it around each read's worth of
 /// commands): the log writes its commands need before their replies are made once, at its
@@ -217,7 +231,7 @@ pub struct LogBatch {
 }
 
 pub fn log_batch() -> LogBatch {
-    UNWRITTEN.with(|u| u.borrow_mut().depth += 1);
+    THREAD.with(|t| t.borrow_mut().depth += 1);
     LogBatch { ended: false }
 }
 
@@ -244,55 +258,36 @@ impl Drop for LogBatch {
 }
 
 fn end_batch() -> Option<Wait> {
-    let (captured, fsync) = UNWRITTEN.with(|u| {
-        let mut u = u.borrow_mut();
-        u.depth -= 1;
-        if u.depth > 0 {
-            return (Vec::new(), false);
+    THREAD.with(|t| {
+        let mut t = t.borrow_mut();
+        t.depth -= 1;
+        if t.depth > 0 {
+            return None;
         }
-        (
-            std::mem::take(&mut u.captured),
-            std::mem::take(&mut u.fsync),
-        )
-    });
-    if captured.is_empty() {
-        return None;
-    }
-    write_logs(&captured);
-    fsync.then_some(Wait {
-        fsync: Some(captured),
-        group: None,
-    })
-}
-
-/// Writes each mapping's records up to the given number to its log file.
-fn write_logs(captured: &[(Arc<Mapping>, u64)]) {
-    for (m, lsn) in captured {
-        if let Err(e) = m.log.write_upto(*lsn) {
-            // The record stays buffered and the next write or the flusher retries; the
-            // reply still goes (the cache has the value; the log is behind).
-            tracing::error!("write-behind {}: writing the log: {e}", m.config.name);
-        }
-    }
-}
-
-/// Notes `captured` for the end of the thread's [`LogBatch`] (with `fsync`: to be fsynced
-/// before the batch's replies go); false when none is open.
-fn defer_write(captured: &[(Arc<Mapping>, u64)], fsync: bool) -> bool {
-    UNWRITTEN.with(|u| {
-        let mut u = u.borrow_mut();
-        if u.depth == 0 {
-            return false;
-        }
-        for (m, lsn) in captured {
-            match u.captured.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
-                Some(entry) => entry.1 = entry.1.max(*lsn),
-                None => u.captured.push((m.clone(), *lsn)),
+        let fsync = std::mem::take(&mut t.fsync);
+        let mut synced = Vec::new();
+        for c in t.logs.iter_mut().filter(|c| c.batch > 0) {
+            write_log(&c.mapping, c.batch);
+            if fsync {
+                synced.push((c.mapping.clone(), c.batch));
             }
+            c.batch = 0;
         }
-        u.fsync |= fsync;
-        true
+        t.logs.retain(|c| c.command > 0 || !c.mapping.stopped());
+        (!synced.is_empty()).then_some(Wait {
+            fsync: Some(synced),
+            group: None,
+        })
     })
+}
+
+/// Writes `m`'s records up to number `lsn` to its log file.
+fn write_log(m: &Mapping, lsn: u64) {
+    if let Err(e) = m.log.write_upto(lsn) {
+        // The record stays buffered and the next write or the flusher retries; the
+        // reply still goes (the cache has the value; the log is behind).
+        tracing::error!("write-behind {}: writing the log: {e}", m.config.name);
+    }
 }
 
 /// Why a write to a mapped key may not run now.
@@ -633,8 +628,8 @@ impl Engine {
     /// Notes `key`'s record (the store's record encoding; None: absent) before the command
     /// that may change it runs: a write the database refuses puts it back.
     pub fn note_prev(&self, key: &[u8], record: Option<Vec<u8>>) {
-        PREV.with(|p| {
-            let mut p = p.borrow_mut();
+        THREAD.with(|t| {
+            let p = &mut t.borrow_mut().prev;
             if !p.iter().any(|(k, _)| k == key) {
                 p.push((key.to_vec(), record));
             }
@@ -668,23 +663,21 @@ impl Engine {
             return note_captured(m, lsn);
         }
         let now = after();
-        let prev = PREV.with(|p| {
-            let mut p = p.borrow_mut();
-            let slot = p.iter_mut().find(|(k, _)| k == key)?;
-            let next = now.as_ref().map(|(record, _)| record.clone());
-            Some(std::mem::replace(&mut slot.1, next))
+        let (prev, group) = THREAD.with(|t| {
+            let t = &mut *t.borrow_mut();
+            let prev = t.prev.iter_mut().find(|(k, _)| k == key).map(|slot| {
+                let next = now.as_ref().map(|(record, _)| record.clone());
+                std::mem::replace(&mut slot.1, next)
+            });
+            let group = t.through.get_or_insert_with(|| through::Group::new(0));
+            group.add_one();
+            (prev, group.clone())
         });
         let undo = Undo {
             key: key.to_vec(),
             prev,
             cas: now.map(|(_, cas)| cas),
         };
-        let group = THROUGH.with(|t| {
-            let mut t = t.borrow_mut();
-            let group = t.get_or_insert_with(|| through::Group::new(0));
-            group.add_one();
-            group.clone()
-        });
         // The waiter is on the list before the record can be written (the log's pending lock
         // is held), so the flusher never settles a record nobody waits for yet.
         let deadline = Instant::now() + m.config.through_timeout;
@@ -707,29 +700,39 @@ impl Engine {
     /// write). Returns what must still be fsynced before the reply under `wb-fsync always`:
     /// `None` when the reply may go now.
     pub fn commit(&self) -> Option<Wait> {
-        PREV.with(|p| p.borrow_mut().clear());
-        let group = THROUGH.with(|t| t.borrow_mut().take());
         let always = self.always.load(Relaxed);
-        if group.is_none() {
-            // Within a batch (the usual case): the records wait for the batch's end, and the
-            // thread's list keeps its room for the next command.
-            let deferred = CAPTURED.with(|c| {
-                let mut c = c.borrow_mut();
-                let deferred = c.is_empty() || defer_write(&c, always);
-                if deferred {
-                    c.clear();
+        let (captured, group) = THREAD.with(|t| {
+            let t = &mut *t.borrow_mut();
+            t.prev.clear();
+            let group = t.through.take();
+            if group.is_none() && t.depth > 0 {
+                // Within a batch (the usual case): the records wait for the batch's end.
+                for c in t.logs.iter_mut().filter(|c| c.command > 0) {
+                    c.batch = c.batch.max(c.command);
+                    c.command = 0;
+                    t.fsync |= always;
                 }
-                deferred
-            });
-            if deferred {
-                return None;
+                return (Vec::new(), None);
             }
-        }
-        let captured = CAPTURED.with(|c| std::mem::take(&mut *c.borrow_mut()));
+            let captured: CapturedLogs = t
+                .logs
+                .iter_mut()
+                .filter(|c| c.command > 0)
+                .map(|c| (c.mapping.clone(), std::mem::take(&mut c.command)))
+                .collect();
+            // A thread that commits outside batches (the SQL writer) drops its entries of
+            // removed mappings here.
+            if t.depth == 0 {
+                t.logs.retain(|c| c.batch > 0 || !c.mapping.stopped());
+            }
+            (captured, group)
+        });
         if captured.is_empty() {
             return None;
         }
-        write_logs(&captured);
+        for (m, lsn) in &captured {
+            write_log(m, *lsn);
+        }
         let fsync = always.then_some(captured);
         if fsync.is_none() && group.is_none() {
             return None;
@@ -739,7 +742,7 @@ impl Engine {
 
     /// Whether the thread has captured changes not yet committed (a command's own check).
     pub fn has_captured() -> bool {
-        CAPTURED.with(|c| !c.borrow().is_empty())
+        THREAD.with(|t| t.borrow().logs.iter().any(|c| c.command > 0))
     }
 
     /// Reports of every mapping, or of `name`.
@@ -777,11 +780,15 @@ fn mapping_of<'a>(mappings: &'a [Arc<Mapping>], key: &[u8]) -> Option<&'a Arc<Ma
 }
 
 fn note_captured(m: &Arc<Mapping>, lsn: u64) {
-    CAPTURED.with(|c| {
-        let mut c = c.borrow_mut();
-        match c.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
-            Some(entry) => entry.1 = lsn,
-            None => c.push((m.clone(), lsn)),
+    THREAD.with(|t| {
+        let logs = &mut t.borrow_mut().logs;
+        match logs.iter_mut().find(|c| Arc::ptr_eq(&c.mapping, m)) {
+            Some(c) => c.command = lsn,
+            None => logs.push(Captured {
+                mapping: m.clone(),
+                command: lsn,
+                batch: 0,
+            }),
         }
     });
 }
