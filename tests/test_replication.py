@@ -590,3 +590,28 @@ def test_info_counts_the_bytes_sent_to_replicas_apart(server_factory):
     assert ps["total_net_output_bytes"] - sent < 200 * 1000
     assert rs["total_net_input_bytes"] >= received
     assert ps["total_net_repl_input_bytes"] == 0
+
+
+def test_info_instantaneous_repl_kbps_follow_the_stream(server_factory):
+    """INFO stats' instantaneous_output_repl_kbps (primary) and instantaneous_input_repl_kbps
+    (replica) are the replication link's recent rate, as in Redis 7, and are part of
+    instantaneous_output_kbps / instantaneous_input_kbps; with nothing flowing they read 0."""
+    p, pc, rep, rc = pair(server_factory)
+    value = b"x" * 4000
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        pipe = pc.pipeline(transaction=False)
+        for i in range(100):
+            pipe.set(f"kbps:{i}", value)
+        pipe.execute()
+    ps, rs = info(pc, "stats"), info(rc, "stats")
+    # 400 KB per pipeline for 1.5 s: well above 100 KB/s on any machine.
+    assert ps["instantaneous_output_repl_kbps"] > 100, ps
+    assert rs["instantaneous_input_repl_kbps"] > 100, rs
+    assert ps["instantaneous_output_kbps"] >= ps["instantaneous_output_repl_kbps"]
+    assert rs["instantaneous_input_kbps"] >= rs["instantaneous_input_repl_kbps"]
+    assert ps["instantaneous_input_repl_kbps"] == 0
+    assert rs["instantaneous_output_repl_kbps"] == 0
+    # The rate is the mean of the last 1.6 s of samples: idle long enough, it falls to 0.
+    wait_for(lambda: info(pc, "stats")["instantaneous_output_repl_kbps"] < 1, timeout=6,
+             what="the rate to fall back")
