@@ -478,6 +478,76 @@ def test_a_full_sync_under_concurrent_writes_converges(server_factory):
         assert rc.mget(chunk) == pc.mget(chunk)
 
 
+@pytest.mark.cairn_only
+def test_a_full_sync_copying_shards_in_parts_under_writes_converges(server_factory):
+    """With --threads 1 (64 shards) and 400k keys a shard holds ~6k records: a primary's full
+    sync copies it in parts (SYNC_PART records under the lock at a time), and writes land
+    between two parts of a shard (new keys that grow its table, deletions, appends, deadlines).
+    The shard's cut is its first part's, so the stream replays every one of them: the replica
+    ends equal to the primary, deadlines included."""
+    import random
+    import threading
+
+    p = server_factory("--threads", "1")
+    pc = p.client()
+    n = 400_000
+    pipe = pc.pipeline(transaction=False)
+    for start in range(0, n, 1000):
+        pipe.mset({f"p{i}": i for i in range(start, start + 1000)})
+    pipe.execute()
+    stop = threading.Event()
+    wrote = []
+
+    def writer():
+        w = p.client()
+        rnd = random.Random(11)
+        fresh = 0
+        while not stop.is_set():
+            pipe = w.pipeline(transaction=False)
+            for _ in range(500):
+                op = rnd.randrange(5)
+                k = f"p{rnd.randrange(n)}"
+                if op == 0:
+                    pipe.delete(k)
+                elif op == 1:
+                    pipe.set(f"new{fresh}", fresh)
+                    fresh += 1
+                elif op == 2:
+                    pipe.append(k, "x")
+                elif op == 3:
+                    pipe.expire(k, 1000 + rnd.randrange(1000))
+                else:
+                    pipe.incr(f"c{rnd.randrange(50)}")
+            pipe.execute()
+            wrote.append(1)
+        w.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        wait_for(lambda: len(wrote) > 5, what="the writer")
+        rep, rc = start_replica(server_factory, p)
+        wait_for(lambda: info(rc).get("master_sync_in_progress") == 0, timeout=60,
+                 what="the sync's end")
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join()
+    assert info(pc, "stats")["sync_full"] == 1
+    assert pc.execute_command("WAIT", 1, 10000) == 1
+    keys = sorted(pc.keys("*"))
+    assert len(keys) > n // 2
+    assert rc.dbsize() == len(keys)
+    for start in range(0, len(keys), 5000):
+        chunk = keys[start:start + 5000]
+        assert rc.mget(chunk) == pc.mget(chunk)
+        pipe_p, pipe_r = pc.pipeline(transaction=False), rc.pipeline(transaction=False)
+        for k in chunk[::50]:
+            pipe_p.pexpiretime(k)
+            pipe_r.pexpiretime(k)
+        assert pipe_r.execute() == pipe_p.execute()
+
+
 def test_repl_timeout_drops_a_silent_replica_on_both_sides(server_factory):
     """repl-timeout (Redis's meaning): a primary drops a replica that acknowledged nothing for
     that long, and the replica, once it runs again, reconnects and syncs."""

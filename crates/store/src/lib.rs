@@ -31,6 +31,7 @@ mod set;
 mod shard;
 pub mod slab;
 pub mod snapshot;
+mod snapshot_parts;
 mod table;
 pub mod tags;
 #[cfg(test)]

@@ -434,8 +434,16 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "total_net_repl_output_bytes", repl_out);
     field(t, "instantaneous_input_kbps", kbps(rates.input_bytes));
     field(t, "instantaneous_output_kbps", kbps(rates.output_bytes));
-    field(t, "instantaneous_input_repl_kbps", kbps(rates.repl_input_bytes));
-    field(t, "instantaneous_output_repl_kbps", kbps(rates.repl_output_bytes));
+    field(
+        t,
+        "instantaneous_input_repl_kbps",
+        kbps(rates.repl_input_bytes),
+    );
+    field(
+        t,
+        "instantaneous_output_repl_kbps",
+        kbps(rates.repl_output_bytes),
+    );
     field(
         t,
         "rejected_connections",

@@ -268,10 +268,17 @@ fn full_sync(
         let mut held = shared.persistence.repl_mark.lock();
         shared.store.flush_by(store::Author::SERVER);
         let threads = crate::command::persist_cmd::load_threads();
-        let report = shared
-            .persistence
-            .load(&tmp, crate::snapshot::Damaged::Refuse, threads, 0)
-            .map_err(io::Error::other)?;
+        let report = std::thread::scope(|s| {
+            s.spawn(|| {
+                below_normal_priority();
+                shared
+                    .persistence
+                    .load(&tmp, crate::snapshot::Damaged::Refuse, threads, 0)
+            })
+            .join()
+        })
+        .map_err(|_| io::Error::other("the full sync's load panicked"))?
+        .map_err(io::Error::other)?;
         repl.synced(replid, offset);
         *held = Some((replid.to_string(), offset));
         Ok(match report.repl {
@@ -286,6 +293,21 @@ fn full_sync(
     let _ = std::fs::remove_file(&tmp);
     repl.sync_in_progress.store(false, Relaxed);
     result
+}
+
+/// Lowers the calling thread's priority to nice 10, which the threads it starts inherit: a
+/// full sync's load runs there. The replica serves no one meanwhile (`-LOADING`), and the
+/// load's threads take every core they are given; on cores shared with latency-sensitive
+/// work (its primary, other servers) they yield to it at once instead of after their time
+/// slice (issue 14: the primary's p99 while a co-located replica loaded). No lock another
+/// thread waits for is held by them: clients get `-LOADING`, the link itself waits for the
+/// load. Best effort: elsewhere than Linux (per-thread nice values) it keeps its priority.
+fn below_normal_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority with PRIO_PROCESS and who = 0 changes only the calling thread.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
 }
 
 /// The snapshot file's header and frames (docs/snapshot-format.md), copied as they come.

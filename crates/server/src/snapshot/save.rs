@@ -73,6 +73,7 @@ fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveRepo
         BufWriter::with_capacity(1 << 20, file),
         delay_us,
         mark.as_ref(),
+        None,
     )?;
     drop(mark);
     let file = buffered.into_inner().map_err(|e| e.into_error())?;
@@ -84,11 +85,16 @@ fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveRepo
 /// Writes a whole snapshot to `out` (a file, or a replica's connection for a full sync):
 /// every shard at its cut, the SQL section, META (with `mark`, the replication id and offset
 /// the data matches exactly, when it does). Returns `out` and what was written.
+///
+/// `parts`: copy each shard in parts of about that many records, each under the shard's lock
+/// on its own (`Store::dump_shard_in_parts`; a primary's full sync, whose stream replays every
+/// change after a shard's cut), instead of at one point in time (a file).
 pub fn write_to<W: Write>(
     p: &Persistence,
     out: W,
     delay_us: u64,
     mark: Option<&(String, u64)>,
+    parts: Option<usize>,
 ) -> io::Result<(W, SaveReport)> {
     let mut w = Writer::new(out, store::now_ms())?;
     let mut report = SaveReport::default();
@@ -97,7 +103,12 @@ pub fn write_to<W: Write>(
     let mut cut = Vec::with_capacity(shards);
     for shard in 0..shards {
         out.clear();
-        let c = p.store.dump_shard(shard, &mut scratch, &mut out);
+        let c = match parts {
+            Some(most) => p
+                .store
+                .dump_shard_in_parts(shard, most, &mut scratch, &mut out),
+            None => p.store.dump_shard(shard, &mut scratch, &mut out),
+        };
         report.records += c.records;
         report.copied += c.copied;
         report.longest_hold = report.longest_hold.max(c.held);
