@@ -14,7 +14,7 @@
 //! a key's changes in order from any state the key passed through ends where the primary
 //! did). A snapshot file (SAVE, BGSAVE) keeps `Store::dump_shard`'s one point per shard.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::item::Item;
 use crate::snapshot::{copy_record, encode_copies, prefetch, ShardCut, PREFETCH_SLOTS};
@@ -70,9 +70,6 @@ impl Store {
             cut.records += encode_copies(scratch, now, out);
         }
         cut.bytes = (out.len() - before) as u64;
-        if cut.held == Duration::ZERO {
-            cut.held = Duration::from_nanos(1);
-        }
         cut
     }
 }

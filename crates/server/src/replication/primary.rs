@@ -211,7 +211,16 @@ impl Replication {
             writer.write_all(
                 format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),
             )?;
-            let (w, _) = self.persistence.stream_snapshot(writer, None)?;
+            let started = std::time::Instant::now();
+            let (w, report) = self.persistence.stream_snapshot(writer, None)?;
+            tracing::info!(
+                replica = %client.addr,
+                "full sync: {} keys, {} bytes sent in {:?} (longest shard lock {:?})",
+                report.records,
+                report.file_bytes,
+                started.elapsed(),
+                report.longest_hold
+            );
             writer = w;
             offset
         };
