@@ -31,7 +31,7 @@ mod set;
 mod shard;
 pub mod slab;
 pub mod snapshot;
-mod snapshot_parts;
+pub mod snapshot_parts;
 mod table;
 pub mod tags;
 #[cfg(test)]
@@ -213,6 +213,9 @@ pub struct Store {
     shards: Box<[ShardCell]>,
     shard_bits: u32,
     hasher: ahash::RandomState,
+    /// The seeds `hasher` was built from (random per process): a primary's full sync sends
+    /// them with its part cuts, so that its replica finds a key's part (`snapshot_parts`).
+    hash_seeds: [u64; 4],
     used: AtomicI64,
     /// Memory the owner holds outside the store (the server's client buffers) that must fit
     /// under `maxmemory` too, so that eviction and OOM errors see it.
@@ -261,10 +264,12 @@ impl Store {
             })
             .collect();
         let used = shards.iter().map(|c| c.lock.read().used as i64).sum();
+        let hash_seeds = snapshot_parts::random_seeds();
         let store = Arc::new(Store {
             shards,
             shard_bits: count.trailing_zeros(),
-            hasher: ahash::RandomState::new(),
+            hasher: snapshot_parts::hasher_of(hash_seeds),
+            hash_seeds,
             used: AtomicI64::new(used),
             external: AtomicI64::new(0),
             maxmemory: AtomicU64::new(config.maxmemory),

@@ -13,6 +13,12 @@
 //! commands allow (each sets a record, a deadline or a CAS to a value, or deletes: replaying
 //! a key's changes in order from any state the key passed through ends where the primary
 //! did). A snapshot file (SAVE, BGSAVE) keeps `Store::dump_shard`'s one point per shard.
+//!
+//! Each part has its own cut too (`PartCut`: the shard's sequence number while that part's
+//! lock was held): a replica skips a stream record of the shard numbered at or below the cut
+//! of the part that holds the record's key, which the copy already reflects, so that it never
+//! reads a key going back to an older value (docs/replication.md, "Full sync"). It finds the
+//! part with the primary's hash ([`PartHasher`], built from the seeds the primary sends).
 
 use std::time::Instant;
 
@@ -20,6 +26,52 @@ use crate::item::Item;
 use crate::snapshot::{copy_record, encode_copies, prefetch, ShardCut, PREFETCH_SLOTS};
 use crate::table::{slot_addr, KeyHash, Table};
 use crate::{now_ms, Store};
+
+/// One part of a shard's copy: the positions `[previous part's hi, hi)` (the first part
+/// starts at 0, the last ends at 2^32), copied while the shard's sequence number was `seq`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartCut {
+    pub hi: u64,
+    pub seq: u64,
+}
+
+/// Seeds for a store's key hash, random per process (a client cannot aim keys at one
+/// slot), as `ahash::RandomState::new` would pick.
+pub(crate) fn random_seeds() -> [u64; 4] {
+    let random = ahash::RandomState::new();
+    [0u64, 1, 2, 3].map(|i| random.hash_one(i))
+}
+
+pub(crate) fn hasher_of(seeds: [u64; 4]) -> ahash::RandomState {
+    ahash::RandomState::with_seeds(seeds[0], seeds[1], seeds[2], seeds[3])
+}
+
+/// A store's key positions, rebuilt elsewhere from its seeds (`Store::hash_seeds`): a
+/// replica finds the part of a primary's full sync that holds a key with it.
+pub struct PartHasher(ahash::RandomState);
+
+/// The key whose position a full sync sends beside the seeds: a replica whose hash of it
+/// differs (another hash implementation, e.g. a build with other CPU features) cannot find
+/// parts, and falls back to each shard's first cut.
+pub const PROBE_KEY: &[u8] = b"cairn:part-probe";
+
+impl PartHasher {
+    pub fn new(seeds: [u64; 4]) -> PartHasher {
+        PartHasher(hasher_of(seeds))
+    }
+
+    /// The key's position in its shard's hash space (what `PartCut::hi` bounds).
+    pub fn position(&self, key: &[u8]) -> u32 {
+        KeyHash(self.0.hash_one(key)).position()
+    }
+}
+
+/// The seq of the part of `parts` (in order, as `dump_shard_in_parts` made them) that holds
+/// `position`; None when `parts` is empty.
+pub fn part_seq(parts: &[PartCut], position: u32) -> Option<u64> {
+    let at = parts.partition_point(|p| p.hi <= position as u64);
+    parts.get(at.min(parts.len().checked_sub(1)?)).map(|p| p.seq)
+}
 
 /// The range of hash positions `[lo, hi)` of part `part` of `parts` (`hi` may be 2^32).
 fn part_range(part: u64, parts: u64) -> (u64, u64) {
@@ -30,13 +82,15 @@ impl Store {
     /// Appends every live record of shard `index` to `out`, as `dump_shard` does, in parts of
     /// about `most` records, each copied under the shard's shared lock on its own (the lock is
     /// released, and the thread yields, between two parts). The cut is the shard's sequence
-    /// number at the first part; `held` is the longest part's hold.
+    /// number at the first part, each part's own is appended to `cuts`; `held` is the longest
+    /// part's hold.
     pub fn dump_shard_in_parts(
         &self,
         index: usize,
         most: usize,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
+        cuts: &mut Vec<PartCut>,
     ) -> ShardCut {
         let cell = self.cell(index);
         let (len, used) = {
@@ -64,6 +118,10 @@ impl Store {
             if part == 0 {
                 cut.seq = shard.log.seq;
             }
+            cuts.push(PartCut {
+                hi,
+                seq: shard.log.seq,
+            });
             cut.held = cut.held.max(started.elapsed());
             drop(shard);
             cut.copied += scratch.len() as u64;
@@ -71,6 +129,11 @@ impl Store {
         }
         cut.bytes = (out.len() - before) as u64;
         cut
+    }
+
+    /// The seeds of the store's key hash (see [`PartHasher`]).
+    pub fn hash_seeds(&self) -> [u64; 4] {
+        self.hash_seeds
     }
 }
 
@@ -166,8 +229,11 @@ mod tests {
         for shard in 0..s.shard_count() {
             let one = s.dump_shard(shard, &mut scratch, &mut whole);
             records += one.records;
-            let cut = s.dump_shard_in_parts(shard, 300, &mut scratch, &mut parts);
+            let mut cuts = Vec::new();
+            let cut = s.dump_shard_in_parts(shard, 300, &mut scratch, &mut parts, &mut cuts);
             assert_eq!(cut.seq, one.seq);
+            assert!(cuts.len() > 1 && cuts.iter().all(|c| c.seq == one.seq));
+            assert_eq!(cuts.last().map(|c| c.hi), Some(1 << 32));
             assert!(cut.copied <= one.copied + 16);
             in_parts += cut.records;
         }
@@ -178,6 +244,30 @@ mod tests {
         for i in (0..20_000).step_by(97) {
             assert_eq!(value(&copy, &format!("k{i}")), Some(format!("v{i}")));
         }
+    }
+
+    #[test]
+    fn part_cuts_cover_the_hash_space_and_keys_find_their_part() {
+        // The hash the seeds rebuild is the store's own; part_seq finds a position's part.
+        let s = store(1);
+        for i in 0..3_000 {
+            set(&s, &format!("k{i}"), "v");
+        }
+        let hasher = PartHasher::new(s.hash_seeds());
+        for i in 0..100 {
+            let key = format!("k{i}");
+            assert_eq!(hasher.position(key.as_bytes()), s.hash(key.as_bytes()).position());
+        }
+        let (mut scratch, mut out, mut cuts) = (Vec::new(), Vec::new(), Vec::new());
+        s.dump_shard_in_parts(0, 1_000, &mut scratch, &mut out, &mut cuts);
+        assert_eq!(cuts.len(), 3);
+        assert!(cuts.windows(2).all(|w| w[0].hi < w[1].hi));
+        assert_eq!(part_seq(&cuts, 0), Some(cuts[0].seq));
+        assert_eq!(part_seq(&cuts, u32::MAX), Some(cuts[2].seq));
+        let at = cuts[0].hi as u32;
+        assert_eq!(part_seq(&cuts, at - 1), Some(cuts[0].seq));
+        assert_eq!(part_seq(&cuts, at), Some(cuts[1].seq));
+        assert_eq!(part_seq(&[], 5), None);
     }
 
     #[test]

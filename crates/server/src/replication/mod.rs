@@ -10,6 +10,7 @@
 
 pub mod backlog;
 pub mod encode;
+pub mod sync_cut;
 mod primary;
 mod tap;
 

@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-pub use load::LoadReport;
+pub use load::{LoadReport, PartCuts};
 pub use save::SaveReport;
 
 /// Where a snapshot is written and read: `dir/dbfilename`.

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use store::snapshot_parts::{PartCut, PartHasher, PROBE_KEY};
+
 use super::format::{BlockKind, Writer};
 use super::{Persistence, Target};
 
@@ -101,12 +103,18 @@ pub fn write_to<W: Write>(
     let (mut scratch, mut out) = (Vec::new(), Vec::new());
     let shards = p.store.shard_count();
     let mut cut = Vec::with_capacity(shards);
+    let mut part_cuts = Vec::with_capacity(if parts.is_some() { shards } else { 0 });
     for shard in 0..shards {
         out.clear();
         let c = match parts {
-            Some(most) => p
-                .store
-                .dump_shard_in_parts(shard, most, &mut scratch, &mut out),
+            Some(most) => {
+                let mut cuts = Vec::new();
+                let c = p
+                    .store
+                    .dump_shard_in_parts(shard, most, &mut scratch, &mut out, &mut cuts);
+                part_cuts.push(cuts);
+                c
+            }
             None => p.store.dump_shard(shard, &mut scratch, &mut out),
         };
         report.records += c.records;
@@ -127,6 +135,9 @@ pub fn write_to<W: Write>(
     if let Some((replid, offset)) = mark {
         encode_repl_mark(&mut meta, replid, *offset);
     }
+    if parts.is_some() {
+        encode_part_cuts(&mut meta, &p.store.hash_seeds(), &part_cuts);
+    }
     w.block(BlockKind::Meta, 0, &meta)?;
     report.file_bytes = w.written();
     let out = w.finish()?;
@@ -143,6 +154,27 @@ pub(super) fn encode_repl_mark(meta: &mut Vec<u8>, replid: &str, offset: u64) {
     meta.push(2);
     meta.extend_from_slice(&id);
     meta.extend_from_slice(&offset.to_le_bytes());
+}
+
+/// META's optional part cuts, after the replication mark if there is one (a primary's full
+/// sync): `3:u8 seeds:4*u64 probe:u32 shards:u32 (parts:u32 (hi:u64 seq:u64)*parts)*shards`,
+/// the seeds of the primary's key hash, the position of `PROBE_KEY` under them, and each
+/// shard's parts in order (docs/snapshot-format.md).
+pub(super) fn encode_part_cuts(meta: &mut Vec<u8>, seeds: &[u64; 4], shards: &[Vec<PartCut>]) {
+    meta.push(3);
+    for seed in seeds {
+        meta.extend_from_slice(&seed.to_le_bytes());
+    }
+    let probe = PartHasher::new(*seeds).position(PROBE_KEY);
+    meta.extend_from_slice(&probe.to_le_bytes());
+    meta.extend_from_slice(&(shards.len() as u32).to_le_bytes());
+    for parts in shards {
+        meta.extend_from_slice(&(parts.len() as u32).to_le_bytes());
+        for part in parts {
+            meta.extend_from_slice(&part.hi.to_le_bytes());
+            meta.extend_from_slice(&part.seq.to_le_bytes());
+        }
+    }
 }
 
 /// The sections beyond the store's records; returns the SQL change-log position the SQL
