@@ -548,6 +548,105 @@ def test_a_full_sync_copying_shards_in_parts_under_writes_converges(server_facto
         assert pipe_r.execute() == pipe_p.execute()
 
 
+def _poll_never_lower(port, keys, results, seconds_after_sync=1.0):
+    """Polls `keys` on the server at `port` until its sync ended `seconds_after_sync` ago;
+    puts (polls, the reads that went back: (key, before, after))."""
+    import redis
+
+    r = redis.Redis(host=HOST, port=port)
+    last, decreases, polls, ended = {}, [], 0, None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            values = r.mget(keys)
+            polls += 1
+            if polls % 200 == 0 and ended is None:
+                rinfo = r.info("replication")
+                if rinfo.get("master_link_status") == "up" and not rinfo.get(
+                        "master_sync_in_progress"):
+                    ended = time.monotonic()
+        except redis.exceptions.RedisError:  # -LOADING while the snapshot loads
+            continue
+        for k, v in zip(keys, values):
+            if v is not None:
+                v = int(v)
+                if v < last.get(k, 0):
+                    decreases.append((k, last[k], v))
+                last[k] = v
+        if ended is not None and time.monotonic() - ended > seconds_after_sync:
+            break
+    results.put((polls, decreases))
+
+
+@pytest.mark.cairn_only
+def test_a_replica_never_reads_a_counter_going_back_after_a_full_sync_in_parts(server_factory):
+    """2M keys on 64 shards: each shard is copied in 8 parts. Counters incremented all
+    along land in the copy with the value they had when their own part was copied; the
+    stream records of the same shard between its first part and that part are already in
+    it, and the replica skips them (each part has its own cut). Replaying them instead
+    would take a counter back by the increments made while its shard was being copied. A
+    reader polls the replica from before the sync to the end and sees no counter decrease;
+    the replica ends equal to the primary."""
+    import multiprocessing
+    import threading
+
+    # The stream of the writes made during the sync waits in the backlog: room for all.
+    p = server_factory("--threads", "1", "--repl-backlog-size", "256mb")
+    pc = p.client()
+    n = 2_000_000
+    pipe = pc.pipeline(transaction=False)
+    for start in range(0, n, 1000):
+        pipe.mset({f"f{i}": i for i in range(start, start + 1000)})
+    pipe.execute()
+    counters = [f"c{i}" for i in range(16)]
+    pc.mset({c: 0 for c in counters})
+    stop = threading.Event()
+    wrote = []
+
+    def writer():
+        w = p.client()
+        while not stop.is_set():
+            pipe = w.pipeline(transaction=False)
+            for i in range(400):
+                pipe.incr(counters[i % len(counters)])
+            pipe.execute()
+            wrote.append(1)
+        w.close()
+
+    rep = server_factory()
+    rc = rep.client()
+
+    # The reader is a process of its own: polls as fast as a client can, not sharing the
+    # writer's interpreter lock (a replayed record stays for well under a millisecond).
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    reading = ctx.Process(target=_poll_never_lower, args=(rep.port, counters, results))
+    reading.start()
+    threads = [threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: len(wrote) > 5, what="the writer")
+        rc.replicaof(HOST, p.port)
+        wait_for(lambda: link_up(rc), timeout=60, what="the replica's link")
+        wait_for(lambda: info(rc).get("master_sync_in_progress") == 0, timeout=60,
+                 what="the sync's end")
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    polls, decreases = results.get(timeout=30)
+    reading.join()
+    assert info(pc, "stats")["sync_full"] == 1
+    print("DEBUG polls", polls, "writes", len(wrote) * 400, pc.get("c0"), decreases[:5])
+    assert polls > 100
+    assert decreases == [], f"{len(decreases)} reads went back, e.g. {decreases[:5]}"
+    assert pc.execute_command("WAIT", 1, 10000) == 1
+    assert rc.mget(counters) == pc.mget(counters)
+    assert rc.dbsize() == pc.dbsize()
+
+
 def test_repl_timeout_drops_a_silent_replica_on_both_sides(server_factory):
     """repl-timeout (Redis's meaning): a primary drops a replica that acknowledged nothing for
     that long, and the replica, once it runs again, reconnects and syncs."""
