@@ -639,7 +639,6 @@ def test_a_replica_never_reads_a_counter_going_back_after_a_full_sync_in_parts(s
     polls, decreases = results.get(timeout=30)
     reading.join()
     assert info(pc, "stats")["sync_full"] == 1
-    print("DEBUG polls", polls, "writes", len(wrote) * 400, pc.get("c0"), decreases[:5])
     assert polls > 100
     assert decreases == [], f"{len(decreases)} reads went back, e.g. {decreases[:5]}"
     assert pc.execute_command("WAIT", 1, 10000) == 1
