@@ -70,7 +70,9 @@ impl PartHasher {
 /// `position`; None when `parts` is empty.
 pub fn part_seq(parts: &[PartCut], position: u32) -> Option<u64> {
     let at = parts.partition_point(|p| p.hi <= position as u64);
-    parts.get(at.min(parts.len().checked_sub(1)?)).map(|p| p.seq)
+    parts
+        .get(at.min(parts.len().checked_sub(1)?))
+        .map(|p| p.seq)
 }
 
 /// The range of hash positions `[lo, hi)` of part `part` of `parts` (`hi` may be 2^32).
@@ -256,7 +258,10 @@ mod tests {
         let hasher = PartHasher::new(s.hash_seeds());
         for i in 0..100 {
             let key = format!("k{i}");
-            assert_eq!(hasher.position(key.as_bytes()), s.hash(key.as_bytes()).position());
+            assert_eq!(
+                hasher.position(key.as_bytes()),
+                s.hash(key.as_bytes()).position()
+            );
         }
         let (mut scratch, mut out, mut cuts) = (Vec::new(), Vec::new(), Vec::new());
         s.dump_shard_in_parts(0, 1_000, &mut scratch, &mut out, &mut cuts);

@@ -284,11 +284,7 @@ fn full_sync(
         *held = Some((replid.to_string(), offset));
         Ok(match report.repl {
             Some(_) => SyncCut::none(),
-            None => SyncCut::loaded(
-                report.cut,
-                report.sql_position.unwrap_or(0),
-                report.parts,
-            ),
+            None => SyncCut::loaded(report.cut, report.sql_position.unwrap_or(0), report.parts),
         })
     });
     let _ = std::fs::remove_file(&tmp);

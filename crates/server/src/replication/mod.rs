@@ -10,8 +10,8 @@
 
 pub mod backlog;
 pub mod encode;
-pub mod sync_cut;
 mod primary;
+pub mod sync_cut;
 mod tap;
 
 use std::fmt::Write as _;

@@ -58,7 +58,12 @@ impl SyncCut {
             .into_iter()
             .map(|first| {
                 let parts = per_shard.next().unwrap_or_default();
-                let last = parts.iter().map(|p| p.seq).max().unwrap_or(first).max(first);
+                let last = parts
+                    .iter()
+                    .map(|p| p.seq)
+                    .max()
+                    .unwrap_or(first)
+                    .max(first);
                 LogCut { first, last, parts }
             })
             .collect();
@@ -160,7 +165,10 @@ mod tests {
                         seq: 20,
                     },
                 ],
-                vec![PartCut { hi: 1 << 32, seq: 3 }],
+                vec![PartCut {
+                    hi: 1 << 32,
+                    seq: 3,
+                }],
             ],
         };
         (SyncCut::loaded(vec![10, 3], 0, Some(parts)), hasher)
@@ -178,8 +186,14 @@ mod tests {
         };
         let (low, high) = (key_in(true), key_in(false));
         assert!(cut.skip(&record(0, 10, low.as_bytes())));
-        assert!(!cut.skip(&record(0, 11, low.as_bytes())), "after its part's copy");
-        assert!(cut.skip(&record(0, 15, high.as_bytes())), "its part was copied later");
+        assert!(
+            !cut.skip(&record(0, 11, low.as_bytes())),
+            "after its part's copy"
+        );
+        assert!(
+            cut.skip(&record(0, 15, high.as_bytes())),
+            "its part was copied later"
+        );
         assert!(cut.skip(&record(0, 20, high.as_bytes())));
         assert!(!cut.skip(&record(0, 21, high.as_bytes())));
         assert!(!cut.skip(&Place::Record {
@@ -201,7 +215,9 @@ mod tests {
             .is_none());
         parts.probe = parts.probe.wrapping_sub(1);
         parts.shards.pop();
-        assert!(SyncCut::loaded(vec![10, 3], 0, Some(parts)).hasher.is_none());
+        assert!(SyncCut::loaded(vec![10, 3], 0, Some(parts))
+            .hasher
+            .is_none());
     }
 
     #[test]

@@ -378,7 +378,16 @@ mod tests {
     fn part_cuts_round_trip_after_a_mark_or_alone_and_older_readers_ignore_them() {
         use super::super::save::{encode_part_cuts, encode_repl_mark};
         let shards = vec![
-            vec![PartCut { hi: 1 << 31, seq: 4 }, PartCut { hi: 1 << 32, seq: 7 }],
+            vec![
+                PartCut {
+                    hi: 1 << 31,
+                    seq: 4,
+                },
+                PartCut {
+                    hi: 1 << 32,
+                    seq: 7,
+                },
+            ],
             vec![],
         ];
         let seeds = [1, 2, 3, 4];
