@@ -7,18 +7,14 @@
 //! change when the table is rebuilt between two parts (`table.rs`), so every key belongs to
 //! exactly one part whatever the table did meanwhile, and a key present for the whole copy is
 //! copied exactly once. The copy is not one point in time: it is taken between the first
-//! part's lock (the cut returned, the shard's sequence number then) and the last one's. Every
-//! change after the cut is numbered above it, so a replica applies all of them from the
-//! stream: the ones a later part already copied are applied again, which the stream's
-//! commands allow (each sets a record, a deadline or a CAS to a value, or deletes: replaying
-//! a key's changes in order from any state the key passed through ends where the primary
-//! did). A snapshot file (SAVE, BGSAVE) keeps `Store::dump_shard`'s one point per shard.
-//!
-//! Each part has its own cut too (`PartCut`: the shard's sequence number while that part's
-//! lock was held): a replica skips a stream record of the shard numbered at or below the cut
-//! of the part that holds the record's key, which the copy already reflects, so that it never
-//! reads a key going back to an older value (docs/replication.md, "Full sync"). It finds the
-//! part with the primary's hash ([`PartHasher`], built from the seeds the primary sends).
+//! part's lock and the last one's, and each part has its own cut (`PartCut`: the shard's
+//! sequence number while that part's lock was held; the shard's cut returned is the first
+//! part's). A part holds every change of its keys numbered up to its cut and none after, so
+//! a replica skips a stream record of the shard numbered at or below the cut of the part that
+//! holds the record's key and applies the others: each key passes through the primary's
+//! values in order, never back to an older one (docs/replication.md, "Full sync"). It finds
+//! the part with the primary's hash ([`PartHasher`], built from the seeds the primary sends).
+//! A snapshot file (SAVE, BGSAVE) keeps `Store::dump_shard`'s one point per shard.
 
 use std::time::Instant;
 

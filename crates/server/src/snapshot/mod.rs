@@ -7,8 +7,9 @@
 //! on, a writer of that shard waits for the copy); shards are copied one after another, so the
 //! snapshot is a per-shard point in time, and its META block records each shard's change-log
 //! position at its cut (docs/architecture.md, "Snapshots"). A primary's full sync copies a
-//! shard in parts instead, from its cut on, and the replication stream replays the changes
-//! made between parts (`stream_snapshot`, docs/replication.md "Full sync").
+//! shard in parts instead, each part at its own cut (META's part cuts), and the replica
+//! replays the changes of a part's keys made after its cut (`stream_snapshot`,
+//! docs/replication.md "Full sync").
 
 pub mod format;
 mod load;
@@ -264,7 +265,8 @@ impl Persistence {
     /// replication mark `mark` in META when the data matches that offset exactly. Runs on the
     /// caller's thread, beside any save (it touches none of the save's state). Without a mark
     /// (a primary's full sync) the shards are copied in parts of at most [`SYNC_PART`]
-    /// records: the stream after each shard's cut brings the changes made between two parts.
+    /// records, each with its own cut in META: the stream after a part's cut brings the
+    /// changes of its keys made after it.
     pub fn stream_snapshot<W: std::io::Write>(
         &self,
         out: W,

@@ -89,8 +89,9 @@ fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveRepo
 /// the data matches exactly, when it does). Returns `out` and what was written.
 ///
 /// `parts`: copy each shard in parts of about that many records, each under the shard's lock
-/// on its own (`Store::dump_shard_in_parts`; a primary's full sync, whose stream replays every
-/// change after a shard's cut), instead of at one point in time (a file).
+/// on its own (`Store::dump_shard_in_parts`; a primary's full sync, whose replica replays the
+/// changes after each part's cut, written into META's part cuts), instead of at one point in
+/// time (a file).
 pub fn write_to<W: Write>(
     p: &Persistence,
     out: W,
