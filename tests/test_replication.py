@@ -483,8 +483,8 @@ def test_a_full_sync_copying_shards_in_parts_under_writes_converges(server_facto
     """With --threads 1 (64 shards) and 400k keys a shard holds ~6k records: a primary's full
     sync copies it in parts (SYNC_PART records under the lock at a time), and writes land
     between two parts of a shard (new keys that grow its table, deletions, appends, deadlines).
-    The shard's cut is its first part's, so the stream replays every one of them: the replica
-    ends equal to the primary, deadlines included."""
+    The replica replays those made after the cut of their key's part (META's part cuts) and
+    skips the others: it ends equal to the primary, deadlines included."""
     import random
     import threading
 
