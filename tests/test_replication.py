@@ -478,6 +478,174 @@ def test_a_full_sync_under_concurrent_writes_converges(server_factory):
         assert rc.mget(chunk) == pc.mget(chunk)
 
 
+@pytest.mark.cairn_only
+def test_a_full_sync_copying_shards_in_parts_under_writes_converges(server_factory):
+    """With --threads 1 (64 shards) and 400k keys a shard holds ~6k records: a primary's full
+    sync copies it in parts (SYNC_PART records under the lock at a time), and writes land
+    between two parts of a shard (new keys that grow its table, deletions, appends, deadlines).
+    The replica replays those made after the cut of their key's part (META's part cuts) and
+    skips the others: it ends equal to the primary, deadlines included."""
+    import random
+    import threading
+
+    p = server_factory("--threads", "1")
+    pc = p.client()
+    n = 400_000
+    pipe = pc.pipeline(transaction=False)
+    for start in range(0, n, 1000):
+        pipe.mset({f"p{i}": i for i in range(start, start + 1000)})
+    pipe.execute()
+    stop = threading.Event()
+    wrote = []
+
+    def writer():
+        w = p.client()
+        rnd = random.Random(11)
+        fresh = 0
+        while not stop.is_set():
+            pipe = w.pipeline(transaction=False)
+            for _ in range(500):
+                op = rnd.randrange(5)
+                k = f"p{rnd.randrange(n)}"
+                if op == 0:
+                    pipe.delete(k)
+                elif op == 1:
+                    pipe.set(f"new{fresh}", fresh)
+                    fresh += 1
+                elif op == 2:
+                    pipe.append(k, "x")
+                elif op == 3:
+                    pipe.expire(k, 1000 + rnd.randrange(1000))
+                else:
+                    pipe.incr(f"c{rnd.randrange(50)}")
+            pipe.execute()
+            wrote.append(1)
+        w.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        wait_for(lambda: len(wrote) > 5, what="the writer")
+        rep, rc = start_replica(server_factory, p)
+        wait_for(lambda: info(rc).get("master_sync_in_progress") == 0, timeout=60,
+                 what="the sync's end")
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join()
+    assert info(pc, "stats")["sync_full"] == 1
+    assert pc.execute_command("WAIT", 1, 10000) == 1
+    keys = sorted(pc.keys("*"))
+    assert len(keys) > n // 2
+    assert rc.dbsize() == len(keys)
+    for start in range(0, len(keys), 5000):
+        chunk = keys[start:start + 5000]
+        assert rc.mget(chunk) == pc.mget(chunk)
+        pipe_p, pipe_r = pc.pipeline(transaction=False), rc.pipeline(transaction=False)
+        for k in chunk[::50]:
+            pipe_p.pexpiretime(k)
+            pipe_r.pexpiretime(k)
+        assert pipe_r.execute() == pipe_p.execute()
+
+
+def _poll_never_lower(port, keys, results, seconds_after_sync=1.0):
+    """Polls `keys` on the server at `port` until its sync ended `seconds_after_sync` ago;
+    puts (polls, the reads that went back: (key, before, after))."""
+    import redis
+
+    r = redis.Redis(host=HOST, port=port)
+    last, decreases, polls, ended = {}, [], 0, None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            values = r.mget(keys)
+            polls += 1
+            if polls % 200 == 0 and ended is None:
+                rinfo = r.info("replication")
+                if rinfo.get("master_link_status") == "up" and not rinfo.get(
+                        "master_sync_in_progress"):
+                    ended = time.monotonic()
+        except redis.exceptions.RedisError:  # -LOADING while the snapshot loads
+            continue
+        for k, v in zip(keys, values):
+            if v is not None:
+                v = int(v)
+                if v < last.get(k, 0):
+                    decreases.append((k, last[k], v))
+                last[k] = v
+        if ended is not None and time.monotonic() - ended > seconds_after_sync:
+            break
+    results.put((polls, decreases))
+
+
+@pytest.mark.cairn_only
+def test_a_replica_never_reads_a_counter_going_back_after_a_full_sync_in_parts(server_factory):
+    """2M keys on 64 shards: each shard is copied in 8 parts. Counters incremented all
+    along land in the copy with the value they had when their own part was copied; the
+    stream records of the same shard between its first part and that part are already in
+    it, and the replica skips them (each part has its own cut). Replaying them instead
+    would take a counter back by the increments made while its shard was being copied. A
+    reader polls the replica from before the sync to the end and sees no counter decrease;
+    the replica ends equal to the primary."""
+    import multiprocessing
+    import threading
+
+    # The stream of the writes made during the sync waits in the backlog: room for all.
+    p = server_factory("--threads", "1", "--repl-backlog-size", "256mb")
+    pc = p.client()
+    n = 2_000_000
+    pipe = pc.pipeline(transaction=False)
+    for start in range(0, n, 1000):
+        pipe.mset({f"f{i}": i for i in range(start, start + 1000)})
+    pipe.execute()
+    counters = [f"c{i}" for i in range(16)]
+    pc.mset({c: 0 for c in counters})
+    stop = threading.Event()
+    wrote = []
+
+    def writer():
+        w = p.client()
+        while not stop.is_set():
+            pipe = w.pipeline(transaction=False)
+            for i in range(400):
+                pipe.incr(counters[i % len(counters)])
+            pipe.execute()
+            wrote.append(1)
+        w.close()
+
+    rep = server_factory()
+    rc = rep.client()
+
+    # The reader is a process of its own: polls as fast as a client can, not sharing the
+    # writer's interpreter lock (a replayed record stays for well under a millisecond).
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    reading = ctx.Process(target=_poll_never_lower, args=(rep.port, counters, results))
+    reading.start()
+    threads = [threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: len(wrote) > 5, what="the writer")
+        rc.replicaof(HOST, p.port)
+        wait_for(lambda: link_up(rc), timeout=60, what="the replica's link")
+        wait_for(lambda: info(rc).get("master_sync_in_progress") == 0, timeout=60,
+                 what="the sync's end")
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    polls, decreases = results.get(timeout=30)
+    reading.join()
+    assert info(pc, "stats")["sync_full"] == 1
+    assert polls > 100
+    assert decreases == [], f"{len(decreases)} reads went back, e.g. {decreases[:5]}"
+    assert pc.execute_command("WAIT", 1, 10000) == 1
+    assert rc.mget(counters) == pc.mget(counters)
+    assert rc.dbsize() == pc.dbsize()
+
+
 def test_repl_timeout_drops_a_silent_replica_on_both_sides(server_factory):
     """repl-timeout (Redis's meaning): a primary drops a replica that acknowledged nothing for
     that long, and the replica, once it runs again, reconnects and syncs."""
@@ -590,3 +758,28 @@ def test_info_counts_the_bytes_sent_to_replicas_apart(server_factory):
     assert ps["total_net_output_bytes"] - sent < 200 * 1000
     assert rs["total_net_input_bytes"] >= received
     assert ps["total_net_repl_input_bytes"] == 0
+
+
+def test_info_instantaneous_repl_kbps_follow_the_stream(server_factory):
+    """INFO stats' instantaneous_output_repl_kbps (primary) and instantaneous_input_repl_kbps
+    (replica) are the replication link's recent rate, as in Redis 7, and are part of
+    instantaneous_output_kbps / instantaneous_input_kbps; with nothing flowing they read 0."""
+    p, pc, rep, rc = pair(server_factory)
+    value = b"x" * 4000
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        pipe = pc.pipeline(transaction=False)
+        for i in range(100):
+            pipe.set(f"kbps:{i}", value)
+        pipe.execute()
+    ps, rs = info(pc, "stats"), info(rc, "stats")
+    # 400 KB per pipeline for 1.5 s: well above 100 KB/s on any machine.
+    assert ps["instantaneous_output_repl_kbps"] > 100, ps
+    assert rs["instantaneous_input_repl_kbps"] > 100, rs
+    assert ps["instantaneous_output_kbps"] >= ps["instantaneous_output_repl_kbps"]
+    assert rs["instantaneous_input_kbps"] >= rs["instantaneous_input_repl_kbps"]
+    assert ps["instantaneous_input_repl_kbps"] == 0
+    assert rs["instantaneous_output_repl_kbps"] == 0
+    # The rate is the mean of the last 1.6 s of samples: idle long enough, it falls to 0.
+    wait_for(lambda: info(pc, "stats")["instantaneous_output_repl_kbps"] < 1, timeout=6,
+             what="the rate to fall back")

@@ -165,12 +165,16 @@ impl Shared {
                 return false;
             };
             let s = &shared.stats;
-            shared.metrics.sample(
-                s.total_commands_processed.load(Ordering::Relaxed),
-                s.net_input_bytes.load(Ordering::Relaxed),
-                s.net_output_bytes.load(Ordering::Relaxed),
-                used_memory(&shared),
-            );
+            let repl_in = shared.replication.received_bytes.load(Ordering::Relaxed);
+            let repl_out = shared.replication.sent_bytes.load(Ordering::Relaxed);
+            let counters = crate::stats::metrics::Counters {
+                commands: s.total_commands_processed.load(Ordering::Relaxed),
+                input_bytes: s.net_input_bytes.load(Ordering::Relaxed) + repl_in,
+                output_bytes: s.net_output_bytes.load(Ordering::Relaxed) + repl_out,
+                repl_input_bytes: repl_in,
+                repl_output_bytes: repl_out,
+            };
+            shared.metrics.sample(counters, used_memory(&shared));
             true
         });
         start_save_rules(Arc::downgrade(&shared));

@@ -32,6 +32,7 @@ mod shard;
 pub mod slab;
 mod slots;
 pub mod snapshot;
+pub mod snapshot_parts;
 mod table;
 pub mod tags;
 #[cfg(test)]
@@ -212,6 +213,9 @@ impl StoreStats {
 pub struct Store {
     shards: Box<[ShardCell]>,
     hasher: ahash::RandomState,
+    /// The seeds `hasher` was built from (random per process): a primary's full sync sends
+    /// them with its part cuts, so that its replica finds a key's part (`snapshot_parts`).
+    hash_seeds: [u64; 4],
     used: AtomicI64,
     /// Memory the owner holds outside the store (the server's client buffers) that must fit
     /// under `maxmemory` too, so that eviction and OOM errors see it.
@@ -260,9 +264,11 @@ impl Store {
             })
             .collect();
         let used = shards.iter().map(|c| c.lock.read().used as i64).sum();
+        let hash_seeds = snapshot_parts::random_seeds();
         let store = Arc::new(Store {
             shards,
-            hasher: ahash::RandomState::new(),
+            hasher: snapshot_parts::hasher_of(hash_seeds),
+            hash_seeds,
             used: AtomicI64::new(used),
             external: AtomicI64::new(0),
             maxmemory: AtomicU64::new(config.maxmemory),

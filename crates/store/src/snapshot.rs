@@ -195,11 +195,32 @@ fn value_is_well_formed(kind: Kind, value: &[u8]) -> bool {
     }
 }
 
+/// Encodes the records `copy_record` put in `scratch` (after the lock is released), leaving
+/// out those whose deadline is at or before `now`. Returns how many it appended to `out`.
+pub(crate) fn encode_copies(scratch: &[u8], now: u64, out: &mut Vec<u8>) -> u64 {
+    out.reserve(scratch.len());
+    let mut records = 0;
+    let mut at = 0;
+    while at < scratch.len() {
+        let len = u32::from_le_bytes(scratch[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let copy = &scratch[at + 4..at + 4 + len];
+        at += 4 + len;
+        // The copy has the record's layout: read it in place.
+        let item = Item::new(crate::item::ItemPtr::from_addr(copy.as_ptr() as usize));
+        if item.expire_at().is_some_and(|d| d <= now) {
+            continue;
+        }
+        encode(item, out);
+        records += 1;
+    }
+    records
+}
+
 /// Slots ahead of the copy whose records are prefetched.
-const PREFETCH_SLOTS: usize = 32;
+pub(crate) const PREFETCH_SLOTS: usize = 32;
 
 #[inline(always)]
-fn prefetch(addr: usize) {
+pub(crate) fn prefetch(addr: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint; it never faults, whatever the address.
     unsafe {
@@ -213,7 +234,7 @@ fn prefetch(addr: usize) {
 /// Copies `item` under its shard's lock: a length, then the record's bytes, which the encoding
 /// reads back as a record after the lock is released. A kind whose value lives outside the
 /// record must copy (or serialize) that value here, while the lock is held.
-fn copy_record(item: Item<'_>, raw: &mut Vec<u8>) {
+pub(crate) fn copy_record(item: Item<'_>, raw: &mut Vec<u8>) {
     match item.kind() {
         Kind::String | Kind::Hash => {
             let ptr = item.ptr();
@@ -414,21 +435,7 @@ impl Store {
         drop(shard);
         let copied = scratch.len() as u64;
         let before = out.len();
-        out.reserve(scratch.len());
-        let mut records = 0;
-        let mut at = 0;
-        while at < scratch.len() {
-            let len = u32::from_le_bytes(scratch[at..at + 4].try_into().expect("4 bytes")) as usize;
-            let copy = &scratch[at + 4..at + 4 + len];
-            at += 4 + len;
-            // The copy has the record's layout: read it in place.
-            let item = Item::new(crate::item::ItemPtr::from_addr(copy.as_ptr() as usize));
-            if item.expire_at().is_some_and(|d| d <= now) {
-                continue;
-            }
-            encode(item, out);
-            records += 1;
-        }
+        let records = encode_copies(scratch, now, out);
         ShardCut {
             shard: index,
             seq,

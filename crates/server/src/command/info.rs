@@ -419,7 +419,7 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
         "total_commands_processed",
         s.total_commands_processed.load(Relaxed),
     );
-    field(t, "instantaneous_ops_per_sec", rates.ops);
+    field(t, "instantaneous_ops_per_sec", rates.commands);
     // As Redis 7: the totals include the replication link's bytes, also shown apart.
     let repl_in = shared.replication.received_bytes.load(Relaxed);
     let repl_out = shared.replication.sent_bytes.load(Relaxed);
@@ -434,8 +434,16 @@ fn stats_section(t: &mut String, shared: &Shared, store: Option<&store::StoreSta
     field(t, "total_net_repl_output_bytes", repl_out);
     field(t, "instantaneous_input_kbps", kbps(rates.input_bytes));
     field(t, "instantaneous_output_kbps", kbps(rates.output_bytes));
-    field(t, "instantaneous_input_repl_kbps", "0.00");
-    field(t, "instantaneous_output_repl_kbps", "0.00");
+    field(
+        t,
+        "instantaneous_input_repl_kbps",
+        kbps(rates.repl_input_bytes),
+    );
+    field(
+        t,
+        "instantaneous_output_repl_kbps",
+        kbps(rates.repl_output_bytes),
+    );
     field(
         t,
         "rejected_connections",

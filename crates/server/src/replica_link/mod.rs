@@ -22,6 +22,7 @@ use crate::clients::{client_flags, ClientInfo};
 use crate::command::{call, lookup, Args, Caller, Conn, Resp};
 use crate::protocol::Protocol;
 use crate::replication::encode;
+use crate::replication::sync_cut::SyncCut;
 use crate::shared::Shared;
 
 /// REPLICAOF's way to start a link (`replication::LinkStarter`).
@@ -56,9 +57,9 @@ pub fn start(shared: &Arc<Shared>) {
 }
 
 fn run(weak: Weak<Shared>, generation: u64, host: String, port: u16) {
-    // Per log, the primary's cut of the snapshot this replica was last loaded from: stream
-    // records at or below it are already in the data.
-    let mut cut: Vec<u64> = Vec::new();
+    // The cut of the snapshot this replica was last loaded from: the stream records it
+    // already holds.
+    let mut cut = SyncCut::none();
     loop {
         let Some(shared) = weak.upgrade() else {
             return;
@@ -171,7 +172,7 @@ fn session(
     generation: u64,
     host: &str,
     port: u16,
-    cut: &mut Vec<u64>,
+    cut: &mut SyncCut,
 ) -> io::Result<()> {
     let repl = &shared.replication;
     let config = repl.config.read().clone();
@@ -245,13 +246,13 @@ fn session(
 }
 
 /// Receives the snapshot into a temporary file and loads it in place of the data; returns
-/// the cut to skip stream records by (empty when the snapshot matches the offset exactly).
+/// the cut to skip stream records by (none when the snapshot matches the offset exactly).
 fn full_sync(
     shared: &Arc<Shared>,
     link: &mut Link,
     replid: &str,
     offset: u64,
-) -> io::Result<Vec<u64>> {
+) -> io::Result<SyncCut> {
     let repl = &shared.replication;
     repl.sync_in_progress.store(true, Relaxed);
     let eof = link.line()?;
@@ -268,24 +269,42 @@ fn full_sync(
         let mut held = shared.persistence.repl_mark.lock();
         shared.store.flush_by(store::Author::SERVER);
         let threads = crate::command::persist_cmd::load_threads();
-        let report = shared
-            .persistence
-            .load(&tmp, crate::snapshot::Damaged::Refuse, threads, 0)
-            .map_err(io::Error::other)?;
+        let report = std::thread::scope(|s| {
+            s.spawn(|| {
+                below_normal_priority();
+                shared
+                    .persistence
+                    .load(&tmp, crate::snapshot::Damaged::Refuse, threads, 0)
+            })
+            .join()
+        })
+        .map_err(|_| io::Error::other("the full sync's load panicked"))?
+        .map_err(io::Error::other)?;
         repl.synced(replid, offset);
         *held = Some((replid.to_string(), offset));
         Ok(match report.repl {
-            Some(_) => Vec::new(),
-            None => {
-                let mut cut = report.cut;
-                cut.push(report.sql_position.unwrap_or(0));
-                cut
-            }
+            Some(_) => SyncCut::none(),
+            None => SyncCut::loaded(report.cut, report.sql_position.unwrap_or(0), report.parts),
         })
     });
     let _ = std::fs::remove_file(&tmp);
     repl.sync_in_progress.store(false, Relaxed);
     result
+}
+
+/// Lowers the calling thread's priority to nice 10, which the threads it starts inherit: a
+/// full sync's load runs there. The replica serves no one meanwhile (`-LOADING`), and the
+/// load's threads take every core they are given; on cores shared with latency-sensitive
+/// work (its primary, other servers) they yield to it at once instead of after their time
+/// slice (issue 14: the primary's p99 while a co-located replica loaded). No lock another
+/// thread waits for is held by them: clients get `-LOADING`, the link itself waits for the
+/// load. Best effort: elsewhere than Linux (per-thread nice values) it keeps its priority.
+fn below_normal_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority with PRIO_PROCESS and who = 0 changes only the calling thread.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
 }
 
 /// The snapshot file's header and frames (docs/snapshot-format.md), copied as they come.
@@ -332,7 +351,7 @@ fn stream_loop(
     mut link: Link,
     host: &str,
     port: u16,
-    cut: &[u64],
+    cut: &mut SyncCut,
     timeout: Duration,
 ) -> io::Result<()> {
     let repl = &shared.replication;
@@ -430,7 +449,13 @@ fn stream_loop(
 }
 
 /// Applies one stream command; returns whether the primary asked for an acknowledgement.
-fn apply(shared: &Shared, conn: &mut Conn, args: Args<'_>, cut: &[u64], out: &mut Vec<u8>) -> bool {
+fn apply(
+    shared: &Shared,
+    conn: &mut Conn,
+    args: Args<'_>,
+    cut: &mut SyncCut,
+    out: &mut Vec<u8>,
+) -> bool {
     let name = args.get(0);
     if name.eq_ignore_ascii_case(b"ping") {
         return false;
@@ -439,7 +464,7 @@ fn apply(shared: &Shared, conn: &mut Conn, args: Args<'_>, cut: &[u64], out: &mu
         return args.len() > 1 && args.get(1).eq_ignore_ascii_case(b"getack");
     }
     let argv: Vec<&[u8]> = args.iter().collect();
-    if encode::skip(cut, &encode::place(&argv)) {
+    if cut.skip(&encode::place(&argv)) {
         return false;
     }
     if name.eq_ignore_ascii_case(b"repl.sql") && args.len() == 4 {

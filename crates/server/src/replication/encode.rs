@@ -3,7 +3,8 @@
 //! (`command::replication_cmd` holds their handlers; ordinary clients cannot send them).
 //! Every command names the primary's log (shard, or the SQL log) and the record's sequence
 //! number there, so that a replica fed from a snapshot can skip the records the snapshot
-//! already holds (those at or below the snapshot's cut of that log).
+//! already holds (`sync_cut`: those at or below the cut of the snapshot's part that holds the
+//! record's key).
 //!
 //! ```text
 //! REPL.PUT   log seq record          a new record, in the snapshot's record encoding
@@ -112,12 +113,14 @@ pub fn parse_u64(arg: &[u8]) -> Option<u64> {
     std::str::from_utf8(arg).ok()?.parse().ok()
 }
 
-/// What a stream command says about its place in the primary's logs: `Some((log, seq))` for
-/// the per-record commands, the per-shard seqs for `REPL.FLUSH`.
-pub enum Place {
+/// What a stream command says about its place in the primary's logs: the log, the sequence
+/// number and the key (if it names one) of the per-record commands, the per-shard seqs for
+/// `REPL.FLUSH`. `sync_cut::SyncCut` decides from it what a replica skips.
+pub enum Place<'a> {
     Record {
         log: usize,
         seq: u64,
+        key: Option<&'a [u8]>,
     },
     Flush(Vec<u64>),
     /// Not a change (PING, REPLCONF): nothing to skip.
@@ -125,31 +128,42 @@ pub enum Place {
 }
 
 /// The place of the command whose arguments are `args` (name first).
-pub fn place(args: &[&[u8]]) -> Place {
+pub fn place<'a>(args: &[&'a [u8]]) -> Place<'a> {
     let name = args.first().copied().unwrap_or_default();
     if name.eq_ignore_ascii_case(b"REPL.FLUSH") {
         return Place::Flush(args[1..].iter().filter_map(|a| parse_u64(a)).collect());
     }
     if name.len() > 5 && name[..5].eq_ignore_ascii_case(b"REPL.") && args.len() >= 3 {
         if let (Some(log), Some(seq)) = (parse_u64(args[1]), parse_u64(args[2])) {
+            let key = match args.get(3) {
+                _ if name.eq_ignore_ascii_case(b"REPL.SQL") => None,
+                Some(record) if name.eq_ignore_ascii_case(b"REPL.PUT") => record_key(record),
+                other => other.copied(),
+            };
             return Place::Record {
                 log: log as usize,
                 seq,
+                key,
             };
         }
     }
     Place::None
 }
 
-/// Whether a replica loaded from a snapshot cut at `cut` (per log) must skip the change at
-/// `place`: the snapshot already holds it. A flush applies when any shard's flush came after
-/// its cut (see docs/replication.md for the one case this approximates).
-pub fn skip(cut: &[u64], place: &Place) -> bool {
-    match place {
-        Place::Record { log, seq } => cut.get(*log).is_some_and(|c| seq <= c),
-        Place::Flush(seqs) => !cut.is_empty() && seqs.iter().zip(cut).all(|(seq, c)| seq <= c),
-        Place::None => false,
+/// The key of a record in the snapshot's encoding (`kind:u8 fields:u8 klen:varint key ...`);
+/// None when it does not parse (the command's handler refuses it then).
+fn record_key(record: &[u8]) -> Option<&[u8]> {
+    let mut len = 0usize;
+    let mut at = 2;
+    for i in 0..10 {
+        let b = *record.get(at)?;
+        at += 1;
+        len |= ((b & 0x7f) as usize).checked_shl(7 * i)?;
+        if b < 0x80 {
+            return record.get(at..at.checked_add(len)?);
+        }
     }
+    None
 }
 
 #[cfg(test)]
@@ -223,7 +237,10 @@ mod tests {
             at += n;
             let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
             match place(&refs) {
-                Place::Record { seq, .. } => seqs.push(seq),
+                Place::Record { seq, key, .. } => {
+                    seqs.push(seq);
+                    assert_eq!(key, Some(&b"k"[..]), "every record names its key");
+                }
                 _ => panic!("every record has a place"),
             }
             names.push(String::from_utf8(args[0].clone()).unwrap());
@@ -259,16 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_cut_decides_what_is_skipped() {
-        let cut = [5, 0, 9];
-        assert!(skip(&cut, &Place::Record { log: 0, seq: 5 }));
-        assert!(!skip(&cut, &Place::Record { log: 0, seq: 6 }));
-        assert!(!skip(&cut, &Place::Record { log: 1, seq: 1 }));
-        assert!(!skip(&[], &Place::Record { log: 1, seq: 1 }));
-        assert!(skip(&cut, &Place::Flush(vec![5, 0, 9])));
-        assert!(!skip(&cut, &Place::Flush(vec![5, 1, 9])));
-        assert!(!skip(&[], &Place::Flush(vec![1])));
-        assert!(!skip(&cut, &Place::None));
+    fn a_flush_names_every_shards_seq() {
         let mut out = Vec::new();
         encode_flush(&[3, 4], &mut out);
         let (args, n) = parse(&out);

@@ -11,6 +11,7 @@
 pub mod backlog;
 pub mod encode;
 mod primary;
+pub mod sync_cut;
 mod tap;
 
 use std::fmt::Write as _;

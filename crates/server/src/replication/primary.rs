@@ -17,6 +17,14 @@ use crate::clients::{client_flags, ClientInfo};
 use super::{random_id, ReplicaInfo, Replication, MAX_PENDING};
 /// Bytes a sender posts at once.
 const CHUNK: usize = 256 << 10;
+/// Bytes a full sync posts at once, and the unsent bytes it lets the replica's connection
+/// hold before posting more. The connection's event loop writes everything pending in one
+/// call, and on loopback that call also runs the replica's receive: 16 MiB pending made
+/// turns of milliseconds for the other clients of that loop.
+const SYNC_CHUNK: usize = 128 << 10;
+const SYNC_PENDING: usize = 512 << 10;
+/// How often a full sync looks whether its connection has room again.
+const SYNC_PAUSE: Duration = Duration::from_micros(200);
 
 /// Why PSYNC was refused.
 #[derive(Debug)]
@@ -182,7 +190,7 @@ impl Replication {
         let mark = random_id();
         let mut writer = MailWriter {
             client,
-            buf: Vec::with_capacity(CHUNK),
+            buf: Vec::with_capacity(SYNC_CHUNK),
         };
         let offset = if self.is_replica() {
             let held = self.persistence.repl_mark.lock();
@@ -203,7 +211,16 @@ impl Replication {
             writer.write_all(
                 format!("+FULLRESYNC {replid} {offset}\r\n$EOF:{mark}\r\n").as_bytes(),
             )?;
-            let (w, _) = self.persistence.stream_snapshot(writer, None)?;
+            let started = std::time::Instant::now();
+            let (w, report) = self.persistence.stream_snapshot(writer, None)?;
+            tracing::info!(
+                replica = %client.addr,
+                "full sync: {} keys, {} bytes sent in {:?} (longest shard lock {:?})",
+                report.records,
+                report.file_bytes,
+                started.elapsed(),
+                report.longest_hold
+            );
             writer = w;
             offset
         };
@@ -215,11 +232,16 @@ impl Replication {
 
 /// Waits while the replica's connection has more than `MAX_PENDING` bytes unsent.
 fn wait_for_room(client: &ClientInfo) -> io::Result<()> {
-    while client.pending_output() > MAX_PENDING {
+    wait_for_room_below(client, MAX_PENDING, Duration::from_millis(1))
+}
+
+/// Waits while the connection has more than `most` bytes unsent, looking every `pause`.
+fn wait_for_room_below(client: &ClientInfo, most: usize, pause: Duration) -> io::Result<()> {
+    while client.pending_output() > most {
         if client.closed() || client.killed() {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(pause);
     }
     if client.closed() || client.killed() {
         return Err(io::ErrorKind::BrokenPipe.into());
@@ -227,24 +249,28 @@ fn wait_for_room(client: &ClientInfo) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes into a replica's connection through its mailbox, in chunks, waiting for room.
+/// Writes into a replica's connection through its mailbox, in chunks of `SYNC_CHUNK` bytes,
+/// waiting until it holds at most `SYNC_PENDING` unsent bytes before each.
 struct MailWriter<'a> {
     client: &'a ClientInfo,
     buf: Vec<u8>,
 }
 
 impl Write for MailWriter<'_> {
+    /// Takes at most what fills the chunk (a shard's block is megabytes: `write_all` comes
+    /// back for the rest), so that no post is larger than a chunk.
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(bytes);
-        if self.buf.len() >= CHUNK {
+        if self.buf.len() >= SYNC_CHUNK {
             self.flush()?;
         }
-        Ok(bytes.len())
+        let take = bytes.len().min(SYNC_CHUNK - self.buf.len());
+        self.buf.extend_from_slice(&bytes[..take]);
+        Ok(take)
     }
 
     fn flush(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            wait_for_room(self.client)?;
+            wait_for_room_below(self.client, SYNC_PENDING, SYNC_PAUSE)?;
             self.client.post_stream(&self.buf);
             self.buf.clear();
         }

@@ -10,6 +10,8 @@ use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use super::format::{self, Block, BlockKind};
+use store::snapshot_parts::PartCut;
+
 use super::{Damaged, Persistence};
 
 /// What a load did.
@@ -27,7 +29,19 @@ pub struct LoadReport {
     pub sql_position: Option<u64>,
     /// The replication id and offset the snapshot matches exactly (a replica's save).
     pub repl: Option<(String, u64)>,
+    /// Each shard's part cuts, when the shards were copied in parts (a primary's full sync).
+    pub parts: Option<PartCuts>,
     pub took: Duration,
+}
+
+/// META's part cuts (`save::encode_part_cuts`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartCuts {
+    /// The saving store's key hash seeds, and the position of `PROBE_KEY` under them.
+    pub seeds: [u64; 4],
+    pub probe: u32,
+    /// Per shard, its parts in order of position.
+    pub shards: Vec<Vec<PartCut>>,
 }
 
 const HINT: &str = "start with --load-damaged skip to load the undamaged blocks, or move the \
@@ -98,6 +112,7 @@ pub(super) fn read_snapshot(
                 report.cut = cut;
                 report.sql_position = sql_position;
                 report.repl = decode_repl_mark(&meta);
+                report.parts = decode_part_cuts(&meta);
             }
             None => refuse_or_skip("the META block does not parse".into(), &mut report)?,
         }
@@ -273,6 +288,51 @@ pub(super) fn decode_repl_mark(m: &[u8]) -> Option<(String, u64)> {
     Some((id, offset))
 }
 
+/// META's part cuts (`save::encode_part_cuts`), if it has them; None when they do not parse
+/// (a replica then skips by each shard's first cut, as before them).
+pub(super) fn decode_part_cuts(m: &[u8]) -> Option<PartCuts> {
+    let shards = u32::from_le_bytes(m.get(1..5)?.try_into().ok()?) as usize;
+    let mut at = 5 + shards.checked_mul(8)? + 8;
+    at += match *m.get(at)? {
+        1 => 9,
+        _ => 1,
+    };
+    if *m.get(at)? == 2 {
+        at += 49;
+    }
+    if *m.get(at)? != 3 {
+        return None;
+    }
+    at += 1;
+    let mut take = |n: usize| {
+        let bytes = m.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(bytes)
+    };
+    let mut seeds = [0u64; 4];
+    for seed in &mut seeds {
+        *seed = u64::from_le_bytes(take(8)?.try_into().ok()?);
+    }
+    let probe = u32::from_le_bytes(take(4)?.try_into().ok()?);
+    let count = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+    let mut cuts = PartCuts {
+        seeds,
+        probe,
+        shards: Vec::with_capacity(count.min(m.len() / 4)),
+    };
+    for _ in 0..count {
+        let parts = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+        let mut shard = Vec::with_capacity(parts.min(m.len() / 16));
+        for _ in 0..parts {
+            let hi = u64::from_le_bytes(take(8)?.try_into().ok()?);
+            let seq = u64::from_le_bytes(take(8)?.try_into().ok()?);
+            shard.push(PartCut { hi, seq });
+        }
+        cuts.shards.push(shard);
+    }
+    Some(cuts)
+}
+
 pub(super) fn decode_meta(m: &[u8]) -> Option<(Vec<u64>, u64, Option<u64>)> {
     let u64_at = |at: usize| {
         m.get(at..at + 8)
@@ -311,6 +371,40 @@ mod tests {
             super::super::save::encode_repl_mark(&mut m, &"a".repeat(40), 1234);
             assert_eq!(decode_meta(&m), Some((vec![1, 2], 9, sql)));
             assert_eq!(decode_repl_mark(&m), Some(("a".repeat(40), 1234)));
+        }
+    }
+
+    #[test]
+    fn part_cuts_round_trip_after_a_mark_or_alone_and_older_readers_ignore_them() {
+        use super::super::save::{encode_part_cuts, encode_repl_mark};
+        let shards = vec![
+            vec![
+                PartCut {
+                    hi: 1 << 31,
+                    seq: 4,
+                },
+                PartCut {
+                    hi: 1 << 32,
+                    seq: 7,
+                },
+            ],
+            vec![],
+        ];
+        let seeds = [1, 2, 3, 4];
+        for (sql, mark) in [(None, false), (Some(5), true), (Some(5), false)] {
+            let mut m = encode_meta(&[4, 0], 9, sql);
+            if mark {
+                encode_repl_mark(&mut m, "r", 11);
+            }
+            assert_eq!(decode_part_cuts(&m), None);
+            encode_part_cuts(&mut m, &seeds, &shards);
+            let cuts = decode_part_cuts(&m).expect("parts");
+            assert_eq!((cuts.seeds, &cuts.shards), (seeds, &shards));
+            assert_eq!(decode_meta(&m), Some((vec![4, 0], 9, sql)));
+            assert_eq!(decode_repl_mark(&m).is_some(), mark);
+            for cut in 0..m.len() {
+                let _ = decode_part_cuts(&m[..cut]);
+            }
         }
     }
 

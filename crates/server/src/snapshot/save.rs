@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use store::snapshot_parts::{PartCut, PartHasher, PROBE_KEY};
+
 use super::format::{BlockKind, Writer};
 use super::{Persistence, Target};
 
@@ -73,6 +75,7 @@ fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveRepo
         BufWriter::with_capacity(1 << 20, file),
         delay_us,
         mark.as_ref(),
+        None,
     )?;
     drop(mark);
     let file = buffered.into_inner().map_err(|e| e.into_error())?;
@@ -84,20 +87,37 @@ fn write_file(p: &Persistence, tmp: &Path, delay_us: u64) -> io::Result<SaveRepo
 /// Writes a whole snapshot to `out` (a file, or a replica's connection for a full sync):
 /// every shard at its cut, the SQL section, META (with `mark`, the replication id and offset
 /// the data matches exactly, when it does). Returns `out` and what was written.
+///
+/// `parts`: copy each shard in parts of about that many records, each under the shard's lock
+/// on its own (`Store::dump_shard_in_parts`; a primary's full sync, whose replica replays the
+/// changes after each part's cut, written into META's part cuts), instead of at one point in
+/// time (a file).
 pub fn write_to<W: Write>(
     p: &Persistence,
     out: W,
     delay_us: u64,
     mark: Option<&(String, u64)>,
+    parts: Option<usize>,
 ) -> io::Result<(W, SaveReport)> {
     let mut w = Writer::new(out, store::now_ms())?;
     let mut report = SaveReport::default();
     let (mut scratch, mut out) = (Vec::new(), Vec::new());
     let shards = p.store.shard_count();
     let mut cut = Vec::with_capacity(shards);
+    let mut part_cuts = Vec::with_capacity(if parts.is_some() { shards } else { 0 });
     for shard in 0..shards {
         out.clear();
-        let c = p.store.dump_shard(shard, &mut scratch, &mut out);
+        let c = match parts {
+            Some(most) => {
+                let mut cuts = Vec::new();
+                let c = p
+                    .store
+                    .dump_shard_in_parts(shard, most, &mut scratch, &mut out, &mut cuts);
+                part_cuts.push(cuts);
+                c
+            }
+            None => p.store.dump_shard(shard, &mut scratch, &mut out),
+        };
         report.records += c.records;
         report.copied += c.copied;
         report.longest_hold = report.longest_hold.max(c.held);
@@ -116,6 +136,9 @@ pub fn write_to<W: Write>(
     if let Some((replid, offset)) = mark {
         encode_repl_mark(&mut meta, replid, *offset);
     }
+    if parts.is_some() {
+        encode_part_cuts(&mut meta, &p.store.hash_seeds(), &part_cuts);
+    }
     w.block(BlockKind::Meta, 0, &meta)?;
     report.file_bytes = w.written();
     let out = w.finish()?;
@@ -132,6 +155,27 @@ pub(super) fn encode_repl_mark(meta: &mut Vec<u8>, replid: &str, offset: u64) {
     meta.push(2);
     meta.extend_from_slice(&id);
     meta.extend_from_slice(&offset.to_le_bytes());
+}
+
+/// META's optional part cuts, after the replication mark if there is one (a primary's full
+/// sync): `3:u8 seeds:4*u64 probe:u32 shards:u32 (parts:u32 (hi:u64 seq:u64)*parts)*shards`,
+/// the seeds of the primary's key hash, the position of `PROBE_KEY` under them, and each
+/// shard's parts in order (docs/snapshot-format.md).
+pub(super) fn encode_part_cuts(meta: &mut Vec<u8>, seeds: &[u64; 4], shards: &[Vec<PartCut>]) {
+    meta.push(3);
+    for seed in seeds {
+        meta.extend_from_slice(&seed.to_le_bytes());
+    }
+    let probe = PartHasher::new(*seeds).position(PROBE_KEY);
+    meta.extend_from_slice(&probe.to_le_bytes());
+    meta.extend_from_slice(&(shards.len() as u32).to_le_bytes());
+    for parts in shards {
+        meta.extend_from_slice(&(parts.len() as u32).to_le_bytes());
+        for part in parts {
+            meta.extend_from_slice(&part.hi.to_le_bytes());
+            meta.extend_from_slice(&part.seq.to_le_bytes());
+        }
+    }
 }
 
 /// The sections beyond the store's records; returns the SQL change-log position the SQL

@@ -1,6 +1,7 @@
 //! Instantaneous rates and peaks for INFO (`instantaneous_ops_per_sec`, `instantaneous_*_kbps`,
-//! `used_memory_peak`): a background thread samples the counters every 100 ms and a rate is
-//! the mean of the last 16 samples, as Redis's serverCron computes them.
+//! `instantaneous_*_repl_kbps`, `used_memory_peak`): a background thread samples the counters
+//! every 100 ms and a rate is the mean of the last 16 samples, as Redis's serverCron computes
+//! them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -38,15 +39,24 @@ struct Rates {
     ops: Rate,
     input: Rate,
     output: Rate,
+    repl_input: Rate,
+    repl_output: Rate,
 }
 
-/// Per second: commands, input bytes, output bytes.
+/// The running totals sampled (and, per second, the rates derived from them). As in Redis 7,
+/// `input_bytes` and `output_bytes` include the replication links' bytes, which the `repl_`
+/// fields also count apart.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PerSecond {
-    pub ops: u64,
+pub struct Counters {
+    pub commands: u64,
     pub input_bytes: u64,
     pub output_bytes: u64,
+    pub repl_input_bytes: u64,
+    pub repl_output_bytes: u64,
 }
+
+/// Per second: commands, input bytes, output bytes, replication bytes in and out.
+pub type PerSecond = Counters;
 
 #[derive(Default)]
 pub struct Metrics {
@@ -71,14 +81,16 @@ pub fn start(mut sample: impl FnMut() -> bool + Send + 'static) {
 }
 
 impl Metrics {
-    /// One sample of the counters (commands, input and output bytes) and of `used_memory`.
-    pub fn sample(&self, commands: u64, input_bytes: u64, output_bytes: u64, used_memory: u64) {
+    /// One sample of the counters and of `used_memory`.
+    pub fn sample(&self, c: Counters, used_memory: u64) {
         let now = Instant::now();
         {
             let mut r = self.rates.lock();
-            r.ops.sample(now, commands);
-            r.input.sample(now, input_bytes);
-            r.output.sample(now, output_bytes);
+            r.ops.sample(now, c.commands);
+            r.input.sample(now, c.input_bytes);
+            r.output.sample(now, c.output_bytes);
+            r.repl_input.sample(now, c.repl_input_bytes);
+            r.repl_output.sample(now, c.repl_output_bytes);
         }
         self.note_memory(used_memory);
     }
@@ -91,9 +103,11 @@ impl Metrics {
     pub fn instantaneous(&self) -> PerSecond {
         let r = self.rates.lock();
         PerSecond {
-            ops: r.ops.per_sec(),
+            commands: r.ops.per_sec(),
             input_bytes: r.input.per_sec(),
             output_bytes: r.output.per_sec(),
+            repl_input_bytes: r.repl_input.per_sec(),
+            repl_output_bytes: r.repl_output.per_sec(),
         }
     }
 
