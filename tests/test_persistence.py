@@ -23,6 +23,7 @@ import pytest
 import redis
 
 from conftest import TARGET, Server, _die_with_parent, encode_command
+from kit import wait_until
 
 pytestmark = pytest.mark.redis_only
 
@@ -34,12 +35,7 @@ def persistence(r) -> dict:
 
 
 def wait_for(cond, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    wait_until(cond, timeout, interval=0.02, msg=what)
 
 
 def wait_loaded(r, timeout=20.0):
@@ -325,6 +321,7 @@ def test_sigterm_saves_when_dir_is_given_and_not_otherwise(server_factory, tmp_p
     assert a.stop() == 0
     assert (tmp_path / DUMP).exists()
     b = server_factory("--dir", str(tmp_path))
+    wait_loaded(b.client())  # a server answers -LOADING while it reads its snapshot
     assert b.client().get("k") == b"v"
     b.client().set("k", "changed")
     b.kill()
@@ -334,10 +331,12 @@ def test_sigterm_saves_when_dir_is_given_and_not_otherwise(server_factory, tmp_p
     assert c.stop() == 0
     assert not (c.dir / DUMP).exists()
     d = server_factory("--dir", str(tmp_path), "--save-on-shutdown", "no")
+    wait_loaded(d.client())
     assert d.client().get("k") == b"v"
     d.client().set("k", "not saved")
     assert d.stop() == 0
     e = server_factory("--dir", str(tmp_path))
+    wait_loaded(e.client())
     assert e.client().get("k") == b"v"
 
 

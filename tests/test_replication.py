@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import HOST, TARGET
+from kit import wait_until
 
 CAIRN = TARGET == "cairn"
 pytestmark = pytest.mark.redis_only
@@ -20,12 +21,15 @@ def info(c, section="replication"):
 
 
 def wait_for(pred, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    wait_until(pred, timeout, interval=0.02, msg=what)
+
+
+def fill(c, prefix, n):
+    """Writes keys prefix0 .. prefix{n-1}, each holding its number, 1,000 a command."""
+    pipe = c.pipeline(transaction=False)
+    for start in range(0, n, 1000):
+        pipe.mset({f"{prefix}{i}": i for i in range(start, start + 1000)})
+    pipe.execute()
 
 
 def link_up(c):
@@ -491,10 +495,7 @@ def test_a_full_sync_copying_shards_in_parts_under_writes_converges(server_facto
     p = server_factory("--threads", "1")
     pc = p.client()
     n = 400_000
-    pipe = pc.pipeline(transaction=False)
-    for start in range(0, n, 1000):
-        pipe.mset({f"p{i}": i for i in range(start, start + 1000)})
-    pipe.execute()
+    fill(pc, "p", n)
     stop = threading.Event()
     wrote = []
 
@@ -594,10 +595,7 @@ def test_a_replica_never_reads_a_counter_going_back_after_a_full_sync_in_parts(s
     p = server_factory("--threads", "1", "--repl-backlog-size", "256mb")
     pc = p.client()
     n = 2_000_000
-    pipe = pc.pipeline(transaction=False)
-    for start in range(0, n, 1000):
-        pipe.mset({f"f{i}": i for i in range(start, start + 1000)})
-    pipe.execute()
+    fill(pc, "f", n)
     counters = [f"c{i}" for i in range(16)]
     pc.mset({c: 0 for c in counters})
     stop = threading.Event()

@@ -7,17 +7,13 @@ import time
 import pytest
 
 from conftest import HOST, MODES
+from kit import wait_until
 
 pytestmark = pytest.mark.cairn_only
 
 
 def wait_for(pred, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.002)
-    raise AssertionError(f"timed out waiting for {what}")
+    wait_until(pred, timeout, interval=0.002, msg=what)
 
 
 @pytest.mark.parametrize("mode", list(MODES))
