@@ -25,7 +25,6 @@ use std::cell::Cell;
 use crate::changes::ChangeKind;
 use crate::item::ItemPtr;
 use crate::shard::Shard;
-use crate::table::Table;
 use crate::{Author, Store};
 
 /// What a write does when the memory limit is reached (Redis's `maxmemory-policy`).
@@ -192,7 +191,7 @@ impl Shard {
             return None;
         }
         let item = self.table.item_at(i)?;
-        if volatile && !(Table::slot_has_expire(self.table.slot(i)) && item.expire_at().is_some()) {
+        if volatile && !(self.table.has_expire(i) && item.expire_at().is_some()) {
             return None;
         }
         Some(item)

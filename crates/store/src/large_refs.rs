@@ -68,13 +68,9 @@ impl LargeRefs {
         addr
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Bytes the table holds, counted with the index.
-    pub fn bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<usize>()
     }
 }
 

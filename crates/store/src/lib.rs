@@ -22,13 +22,10 @@ pub mod hash;
 mod holds_tests;
 mod intset;
 mod item;
-// Wired into the table by the next step (docs/slot5-status.md).
-#[allow(dead_code)]
 mod large_refs;
 mod list;
 mod moves;
 mod packed;
-#[allow(dead_code)]
 mod pages;
 mod probation;
 mod scan;
@@ -624,7 +621,7 @@ fn lookup<'a>(
         return None;
     };
     let item = table.item_at(i).expect("found slot is occupied");
-    if Table::slot_has_expire(table.slot(i)) && item.expire_at().is_some_and(|d| d <= now_ms()) {
+    if table.has_expire(i) && item.expire_at().is_some_and(|d| d <= now_ms()) {
         return None;
     }
     if let Some(lfu) = access {
@@ -641,11 +638,12 @@ fn count_lookup(cell: &ShardCell, hit: bool) {
 fn flush_shard(store: &Store, shard: &mut Shard, author: Author) {
     if store.tags.len() > 0 {
         for i in 0..shard.table.capacity() {
-            if Table::slot_is_tagged(shard.table.slot(i)) {
+            if shard.table.is_tagged(i) {
                 let item = shard.table.item_at(i).expect("tagged slot is occupied");
-                let removed = store
-                    .tags
-                    .remove(item.tags(), tags::reference(shard.index, item.addr()));
+                let removed = store.tags.remove(
+                    item.tags(),
+                    tags::reference(shard.index, shard.table.ref_at(i)),
+                );
                 shard.used -= tags::ENTRY_COST * removed;
                 store.account(-((tags::ENTRY_COST * removed) as isize));
             }

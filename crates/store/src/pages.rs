@@ -139,13 +139,15 @@ impl PageTable {
         self.slot(number).load(Ordering::Acquire)
     }
 
-    /// Numbers in use (for tests and accounting).
+    /// Numbers in use.
+    #[cfg(test)]
     pub fn in_use(&self) -> usize {
         let numbers = self.numbers.lock();
         numbers.next as usize - numbers.free.len()
     }
 
     /// Bytes of the chunks published so far (never given back).
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.numbers.lock().next.div_ceil(CHUNK as u32) as usize * CHUNK * 8
     }

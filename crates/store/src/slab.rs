@@ -297,7 +297,6 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
 ///
 /// # Safety
 /// `block` is live and was allocated with `size`.
-#[allow(dead_code)] // used by the table from the next step (docs/slot5-status.md)
 #[inline]
 pub(crate) unsafe fn block_ref(block: NonNull<u8>, size: usize) -> Option<u32> {
     if size > MAX_SLAB {
@@ -310,7 +309,6 @@ pub(crate) unsafe fn block_ref(block: NonNull<u8>, size: usize) -> Option<u32> {
 }
 
 /// The block a reference from `block_ref` names, while that block lives.
-#[allow(dead_code)]
 #[inline]
 pub(crate) fn block_at(r: u32) -> NonNull<u8> {
     debug_assert!(!pages::is_large(r));

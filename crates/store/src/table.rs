@@ -1,9 +1,13 @@
-//! Open-addressing hash table of record pointers: one `u64` per slot, linear probing.
+//! Open-addressing hash table of record references: one `u64` per slot, linear probing.
 //!
-//! A slot holds a record's address in its low 48 bits and, in its high 16, a tag: 14 bits of
+//! A slot holds a record's 32-bit reference (`pages`: a slab page's number and the block's
+//! index, or an entry of the table's side table of records above 4 KiB, `large_refs`) in its
+//! low 32 bits, an occupied bit, and, in its high 16, a tag: 14 bits of
 //! the key's hash (so most mismatches are rejected without touching the record), a bit that
 //! says whether the record has a deadline (so active expiry skips records without one) and a bit
-//! that says whether it carries typed tags (so flushing finds the tag index entries to drop). Deleted
+//! that says whether it carries typed tags (so flushing finds the tag index entries to drop).
+//! A record keeps its reference while it is in the table, across rebuilds (the tag index holds
+//! references). Deleted
 //! slots become tombstones until the next rebuild, so slot positions never move under a scan, an
 //! eviction hand or a held `Entry`.
 //!
@@ -15,11 +19,15 @@
 //! average where doubling at 3/4 cost ~15.4 (docs/memory.md).
 
 use crate::item::ItemPtr;
+use crate::large_refs::LargeRefs;
+use crate::pages;
 use crate::slots::Slots;
 
 const EMPTY: u64 = 0;
 const TOMBSTONE: u64 = 1;
-const ADDR_MASK: u64 = (1 << 48) - 1;
+/// Set in every occupied slot, so that references 0 and 1 differ from `EMPTY` and `TOMBSTONE`.
+const OCCUPIED: u64 = 1 << 32;
+const REF_MASK: u64 = u32::MAX as u64;
 const EXPIRE_BIT: u64 = 1 << 63;
 const TAGGED_BIT: u64 = 1 << 62;
 const TAG_MASK: u64 = 0x3fff << 48;
@@ -47,12 +55,10 @@ impl KeyHash {
     }
 }
 
-pub(crate) fn slot_addr(slot: u64) -> Option<ItemPtr> {
-    (slot > TOMBSTONE).then(|| ItemPtr::from_addr((slot & ADDR_MASK) as usize))
-}
-
 pub(crate) struct Table {
     slots: Slots,
+    /// The records above 4 KiB, which have no slab page (`large_refs`).
+    large: LargeRefs,
     len: usize,
     /// Records whose slot has the expiry bit (the volatile-* policies' candidates).
     expiring: usize,
@@ -77,6 +83,7 @@ impl Table {
         debug_assert!(capacity.is_multiple_of(MIN_CAPACITY) && capacity as u64 <= u32::MAX as u64);
         Table {
             slots: Slots::zeroed(capacity),
+            large: LargeRefs::default(),
             len: 0,
             expiring: 0,
             tombstones: 0,
@@ -120,19 +127,46 @@ impl Table {
         }
     }
 
-    pub fn slot(&self, index: usize) -> u64 {
-        self.slots[index]
+    /// The record a reference of this table names, while it is in the table.
+    #[inline]
+    pub fn record(&self, r: u32) -> ItemPtr {
+        if pages::is_large(r) {
+            ItemPtr::from_addr(self.large.get(r))
+        } else {
+            ItemPtr::from_block(crate::slab::block_at(r))
+        }
+    }
+
+    #[inline]
+    fn resolve(&self, slot: u64) -> Option<ItemPtr> {
+        (slot > TOMBSTONE).then(|| self.record((slot & REF_MASK) as u32))
     }
 
     pub fn item_at(&self, index: usize) -> Option<ItemPtr> {
-        slot_addr(self.slots[index])
+        self.resolve(self.slots[index])
     }
 
-    pub fn slot_has_expire(slot: u64) -> bool {
+    /// The reference of the record in occupied slot `index` (what the tag index keeps).
+    pub fn ref_at(&self, index: usize) -> u32 {
+        let slot = self.slots[index];
+        debug_assert!(slot > TOMBSTONE);
+        (slot & REF_MASK) as u32
+    }
+
+    /// Whether slot `index` never held a record since the last rebuild (probing stops there).
+    pub fn is_empty(&self, index: usize) -> bool {
+        self.slots[index] == EMPTY
+    }
+
+    /// Whether slot `index` holds a record with a deadline.
+    pub fn has_expire(&self, index: usize) -> bool {
+        let slot = self.slots[index];
         slot > TOMBSTONE && slot & EXPIRE_BIT != 0
     }
 
-    pub fn slot_is_tagged(slot: u64) -> bool {
+    /// Whether slot `index` holds a record with typed tags.
+    pub fn is_tagged(&self, index: usize) -> bool {
+        let slot = self.slots[index];
         slot > TOMBSTONE && slot & TAGGED_BIT != 0
     }
 
@@ -148,7 +182,7 @@ impl Table {
             if slot == TOMBSTONE {
                 vacant.get_or_insert(i);
             } else if slot & TAG_MASK == tag {
-                let item = ItemPtr::from_addr((slot & ADDR_MASK) as usize);
+                let item = self.record((slot & REF_MASK) as u32);
                 if item.key() == key {
                     return Probe::Found(i);
                 }
@@ -168,7 +202,7 @@ impl Table {
                 return None;
             }
             if slot != TOMBSTONE && slot & TAG_MASK == tag {
-                let item = ItemPtr::from_addr((slot & ADDR_MASK) as usize);
+                let item = self.record((slot & REF_MASK) as u32);
                 if accept(item) {
                     return Some(i);
                 }
@@ -178,11 +212,38 @@ impl Table {
         None
     }
 
-    fn encode(hash: KeyHash, item: ItemPtr, has_expire: bool) -> u64 {
-        let addr = item.addr() as u64;
-        debug_assert_eq!(addr & !ADDR_MASK, 0, "record address beyond 48 bits");
+    /// The slot for `item`, giving it a reference (a side table entry when it is large).
+    fn encode(&mut self, hash: KeyHash, item: ItemPtr, has_expire: bool) -> u64 {
+        // SAFETY: the record is live and `alloc_size` is the size it was allocated with.
+        let r = unsafe { crate::slab::block_ref(item.block(), item.alloc_size()) }
+            .unwrap_or_else(|| self.large.insert(item.addr()));
         let tagged = if item.has_tags() { TAGGED_BIT } else { 0 };
-        addr | hash.tag() | tagged | if has_expire { EXPIRE_BIT } else { 0 }
+        r as u64 | OCCUPIED | hash.tag() | tagged | if has_expire { EXPIRE_BIT } else { 0 }
+    }
+
+    /// Puts an occupied slot of another table (a rebuild's source, whose side table this one
+    /// took) at the end of `hash`'s probe path, keeping its reference.
+    fn place(&mut self, hash: KeyHash, slot: u64) {
+        let mut i = self.home(hash.position());
+        while self.slots[i] != EMPTY {
+            i = self.next(i);
+        }
+        self.slots[i] = slot;
+        self.len += 1;
+        self.expiring += usize::from(slot & EXPIRE_BIT != 0);
+    }
+
+    /// Moves every record of `self` into `fresh` (same references) and makes it the table.
+    fn move_into(&mut self, mut fresh: Table, hash_of: impl Fn(&[u8]) -> KeyHash) {
+        fresh.large = std::mem::take(&mut self.large);
+        for &slot in self.slots.iter() {
+            if let Some(item) = fresh.resolve(slot) {
+                fresh.place(hash_of(item.key()), slot);
+            }
+        }
+        // The records now belong to `fresh`: empty the old slots so dropping them frees nothing.
+        self.slots.fill(EMPTY);
+        *self = fresh;
     }
 
     /// Fills a vacant slot returned by `find`. The caller must call `reserve` first.
@@ -192,7 +253,8 @@ impl Table {
             TOMBSTONE => self.tombstones -= 1,
             _ => panic!("insert into an occupied slot"),
         }
-        self.slots[index] = Self::encode(hash, item, has_expire);
+        let slot = self.encode(hash, item, has_expire);
+        self.slots[index] = slot;
         self.len += 1;
         self.expiring += usize::from(has_expire);
     }
@@ -216,8 +278,13 @@ impl Table {
 
     /// Empties an occupied slot, returning its record for the caller to free.
     pub fn remove_at(&mut self, index: usize) -> ItemPtr {
-        let old = slot_addr(self.slots[index]).expect("remove of an empty slot");
-        self.expiring -= usize::from(self.slots[index] & EXPIRE_BIT != 0);
+        let slot = self.slots[index];
+        let old = self.resolve(slot).expect("remove of an empty slot");
+        let r = (slot & REF_MASK) as u32;
+        if pages::is_large(r) {
+            self.large.remove(r);
+        }
+        self.expiring -= usize::from(slot & EXPIRE_BIT != 0);
         self.slots[index] = TOMBSTONE;
         self.len -= 1;
         self.tombstones += 1;
@@ -249,17 +316,7 @@ impl Table {
         if self.floor > self.capacity() {
             let mut fresh = Table::with_capacity(self.floor);
             fresh.floor = self.floor;
-            for &slot in self.slots.iter() {
-                if let Some(item) = slot_addr(slot) {
-                    let hash = hash_of(item.key());
-                    let Probe::Vacant(i) = fresh.find(hash, item.key()) else {
-                        panic!("duplicate key in table")
-                    };
-                    fresh.insert_at(i, hash, item, slot & EXPIRE_BIT != 0);
-                }
-            }
-            self.slots.fill(EMPTY);
-            *self = fresh;
+            self.move_into(fresh, hash_of);
         }
         self.bytes() as isize - before as isize
     }
@@ -269,18 +326,7 @@ impl Table {
     pub fn rebuild(&mut self, hash_of: impl Fn(&[u8]) -> KeyHash) {
         let mut fresh = Table::with_capacity(self.rebuild_capacity());
         fresh.floor = self.floor;
-        for &slot in self.slots.iter() {
-            if let Some(item) = slot_addr(slot) {
-                let hash = hash_of(item.key());
-                let Probe::Vacant(i) = fresh.find(hash, item.key()) else {
-                    panic!("duplicate key in table")
-                };
-                fresh.insert_at(i, hash, item, slot & EXPIRE_BIT != 0);
-            }
-        }
-        // The records now belong to `fresh`: empty the old slots so dropping them frees nothing.
-        self.slots.fill(EMPTY);
-        *self = fresh;
+        self.move_into(fresh, hash_of);
     }
 
     /// Takes every record out, leaving an empty minimal table.
@@ -301,13 +347,14 @@ impl Table {
 
     /// Frees every record. Runs on the reaper thread for flushed tables.
     pub fn free_all(&mut self) {
-        for slot in self.slots.iter_mut() {
-            if let Some(item) = slot_addr(*slot) {
+        for i in 0..self.slots.len() {
+            if let Some(item) = self.item_at(i) {
                 // SAFETY: the table owned the record and the slot is cleared right after.
                 unsafe { item.free() };
             }
-            *slot = EMPTY;
+            self.slots[i] = EMPTY;
         }
+        self.large = LargeRefs::default();
         self.len = 0;
         self.tombstones = 0;
     }
@@ -334,6 +381,21 @@ mod tests {
             kind: Kind::String,
             key_len: key.len(),
             value_len: 0,
+            expire_at: None,
+            flags: 0,
+            cas: Some(0),
+            version: None,
+        };
+        ItemPtr::new(&h, key)
+    }
+
+    /// A record above 4 KiB: an allocator block, named through the table's side table.
+    fn large_record(key: &[u8]) -> ItemPtr {
+        let h = Header {
+            tags: &[],
+            kind: Kind::String,
+            key_len: key.len(),
+            value_len: crate::slab::MAX_SLAB,
             expire_at: None,
             flags: 0,
             cas: Some(0),
@@ -377,6 +439,61 @@ mod tests {
         }
         assert_eq!(t.len(), 15_000);
         assert!(t.capacity() * MAX_LOAD_NUM >= t.len() * MAX_LOAD_DEN);
+    }
+
+    /// Slab and large records keep their references across rebuilds (the tag index holds
+    /// them), and a removed large record's reference is reused.
+    #[test]
+    fn references_survive_rebuilds_and_name_their_records() {
+        let mut t = Table::new();
+        let key = |i: u32| format!("k{i}").into_bytes();
+        let mut refs = Vec::new();
+        for i in 0..3_000u32 {
+            if t.needs_rebuild() {
+                t.rebuild(hash_of);
+            }
+            let k = key(i);
+            let h = hash_of(&k);
+            let Probe::Vacant(slot) = t.find(h, &k) else {
+                panic!()
+            };
+            let item = if i % 10 == 0 {
+                large_record(&k)
+            } else {
+                record(&k)
+            };
+            t.insert_at(slot, h, item, i % 3 == 0);
+            let r = t.ref_at(slot);
+            assert_eq!(pages::is_large(r), i % 10 == 0);
+            assert_eq!(t.record(r), item);
+            refs.push((r, item));
+        }
+        assert_eq!(t.large.len(), 300);
+        for (i, &(r, item)) in refs.iter().enumerate() {
+            assert_eq!(t.record(r), item, "key {i}");
+            let k = key(i as u32);
+            let Probe::Found(slot) = t.find(hash_of(&k), &k) else {
+                panic!("missing {i}")
+            };
+            assert_eq!((t.ref_at(slot), t.has_expire(slot)), (r, i % 3 == 0));
+        }
+        let k = key(10);
+        let Probe::Found(slot) = t.find(hash_of(&k), &k) else {
+            panic!()
+        };
+        unsafe { t.remove_at(slot).free() };
+        let again = large_record(b"again");
+        let h = hash_of(b"again");
+        let Probe::Vacant(slot) = t.find(h, b"again") else {
+            panic!()
+        };
+        t.insert_at(slot, h, again, false);
+        assert_eq!(
+            t.ref_at(slot),
+            refs[10].0,
+            "a freed side table entry is reused"
+        );
+        assert_eq!(t.large.len(), 300);
     }
 
     #[test]
