@@ -15,6 +15,7 @@ mod changes_tests;
 pub mod collection;
 #[cfg(test)]
 mod collection_tests;
+mod ctrl;
 mod evict;
 pub mod glob;
 pub mod hash;

@@ -434,7 +434,8 @@ impl<'a> Entry<'a> {
         // A new key may make the table grow: that counts against the limit too.
         let rebuild = matches!(self.probe, Probe::Vacant(_)) && self.shard.table.needs_rebuild();
         let growth = if rebuild {
-            (self.shard.table.rebuild_capacity() * 8).saturating_sub(self.shard.table.bytes())
+            Table::bytes_for(self.shard.table.rebuild_capacity())
+                .saturating_sub(self.shard.table.bytes())
         } else {
             0
         };
