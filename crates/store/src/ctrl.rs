@@ -37,9 +37,18 @@ pub(crate) fn hash_bits(hash: u64) -> u8 {
 pub(crate) struct Group([u8; GROUP]);
 
 impl Group {
-    #[inline]
+    #[cfg(test)]
     pub fn load(bytes: &[u8]) -> Group {
         Group(bytes[..GROUP].try_into().expect("a group is 16 bytes"))
+    }
+
+    /// The 16 bytes from `p` on.
+    ///
+    /// # Safety
+    /// `p` points to at least `GROUP` readable bytes.
+    #[inline(always)]
+    pub unsafe fn load_at(p: *const u8) -> Group {
+        Group(std::ptr::read_unaligned(p as *const [u8; GROUP]))
     }
 
     /// Bit `i` set where byte `i` equals `byte`.

@@ -62,7 +62,7 @@ pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
 use changes::{ChangeKind as CK, Log, TAP_LISTENER};
 use item::ItemPtr;
 use shard::Shard;
-use table::{KeyHash, Probe, Table};
+use table::{KeyHash, Table};
 use tags::TagIndex;
 
 /// Who made a change: the id of the client whose command wrote, or [`Author::SERVER`] for the
@@ -618,10 +618,7 @@ fn lookup<'a>(
     key: &[u8],
     access: Option<bool>,
 ) -> Option<Item<'a>> {
-    let Probe::Found(i) = table.find(hash, key) else {
-        return None;
-    };
-    let item = table.item_at(i).expect("found slot is occupied");
+    let (i, item) = table.find_record(hash, key)?;
     if table.has_expire(i) && item.expire_at().is_some_and(|d| d <= now_ms()) {
         return None;
     }

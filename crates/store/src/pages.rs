@@ -77,6 +77,7 @@ impl PageTable {
         }
     }
 
+    #[inline(always)]
     fn slot(&self, number: u32) -> &AtomicUsize {
         let chunk = self.chunks[number as usize / CHUNK].load(Ordering::Acquire);
         debug_assert!(!chunk.is_null(), "page number {number} was never given out");
@@ -126,7 +127,7 @@ impl PageTable {
     }
 
     /// The page's address and block size.
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, number: u32) -> (usize, usize) {
         let entry = self.slot(number).load(Ordering::Acquire);
         debug_assert!(entry != 0, "page number {number} is not in use");

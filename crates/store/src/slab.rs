@@ -309,7 +309,7 @@ pub(crate) unsafe fn block_ref(block: NonNull<u8>, size: usize) -> Option<u32> {
 }
 
 /// The block a reference from `block_ref` names, while that block lives.
-#[inline]
+#[inline(always)]
 pub(crate) fn block_at(r: u32) -> NonNull<u8> {
     debug_assert!(!pages::is_large(r));
     let (page, block) = PAGES.get(r >> pages::INDEX_BITS);

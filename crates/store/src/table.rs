@@ -133,9 +133,19 @@ impl Table {
     }
 
     /// The control bytes from slot `i` on, 16 of them, wrapping.
-    #[inline]
+    #[inline(always)]
     fn group(&self, i: usize) -> Group {
-        Group::load(&self.ctrl[i..i + GROUP])
+        debug_assert!(i < self.capacity());
+        // SAFETY: `i` < capacity and the array holds capacity + `GROUP` bytes.
+        unsafe { Group::load_at(self.ctrl.as_ptr().add(i)) }
+    }
+
+    /// The reference in slot `j` (< capacity), without a bounds check: probing's hot path.
+    #[inline(always)]
+    fn ref_in(&self, j: usize) -> u32 {
+        debug_assert!(j < self.capacity());
+        // SAFETY: `j` < capacity, the array's length.
+        unsafe { *self.refs.get_unchecked(j) }
     }
 
     fn set_ctrl(&mut self, i: usize, c: u8) {
@@ -147,7 +157,7 @@ impl Table {
     }
 
     /// The record a reference of this table names, while it is in the table.
-    #[inline]
+    #[inline(always)]
     pub fn record(&self, r: u32) -> ItemPtr {
         if pages::is_large(r) {
             ItemPtr::from_addr(self.large.get(r))
@@ -156,6 +166,7 @@ impl Table {
         }
     }
 
+    #[inline]
     pub fn item_at(&self, index: usize) -> Option<ItemPtr> {
         ctrl::is_full(self.ctrl[index]).then(|| self.record(self.refs[index]))
     }
@@ -184,6 +195,21 @@ impl Table {
     }
 
     pub fn find(&self, hash: KeyHash, key: &[u8]) -> Probe {
+        match self.probe(hash, key) {
+            Ok((i, _)) => Probe::Found(i),
+            Err(i) => Probe::Vacant(i),
+        }
+    }
+
+    /// As `find`, with the record found: a reader's lookup resolves its reference once.
+    #[inline]
+    pub fn find_record(&self, hash: KeyHash, key: &[u8]) -> Option<(usize, ItemPtr)> {
+        self.probe(hash, key).ok()
+    }
+
+    /// The key's slot and record, or the slot where it would be inserted.
+    #[inline(always)]
+    fn probe(&self, hash: KeyHash, key: &[u8]) -> Result<(usize, ItemPtr), usize> {
         let bits = hash.bits();
         let mut i = self.home(hash.position());
         let mut vacant = None;
@@ -199,8 +225,9 @@ impl Table {
             let mut m = g.matching(bits) & before;
             while m != 0 {
                 let j = self.wrap(i + m.trailing_zeros() as usize);
-                if self.record(self.refs[j]).key() == key {
-                    return Probe::Found(j);
+                let item = self.record(self.ref_in(j));
+                if item.key() == key {
+                    return Ok((j, item));
                 }
                 m &= m - 1;
             }
@@ -212,7 +239,7 @@ impl Table {
             }
             if empty != 0 {
                 let first_empty = self.wrap(i + empty.trailing_zeros() as usize);
-                return Probe::Vacant(vacant.unwrap_or(first_empty));
+                return Err(vacant.unwrap_or(first_empty));
             }
             i = self.wrap(i + GROUP);
         }
@@ -234,7 +261,7 @@ impl Table {
             let mut m = g.matching(bits) & before;
             while m != 0 {
                 let j = self.wrap(i + m.trailing_zeros() as usize);
-                if accept(self.record(self.refs[j])) {
+                if accept(self.record(self.ref_in(j))) {
                     return Some(j);
                 }
                 m &= m - 1;
