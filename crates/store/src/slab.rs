@@ -53,14 +53,19 @@ const ARENAS: usize = 8;
 const SPARE_PAGES: usize = 16;
 
 /// Bytes a record of `size` bytes really holds: its class size, or its own size above
-/// `MAX_SLAB` rounded to the allocator's 8-byte step. What the store charges for it.
+/// `MAX_SLAB` rounded to the allocator's 8-byte step plus its entry in its shard's side table
+/// (`large_refs`, 8 bytes; the side table's spare capacity is not counted). What the store
+/// charges for it.
 pub(crate) fn held(size: usize) -> usize {
     if size <= MAX_SLAB {
         class_size(class_index(size))
     } else {
-        (size + 7) & !7
+        ((size + 7) & !7) + LARGE_ENTRY
     }
 }
+
+/// Bytes of a large record's side table entry.
+const LARGE_ENTRY: usize = std::mem::size_of::<usize>();
 
 fn class_index(size: usize) -> usize {
     let size = size.max(MIN_BLOCK);
@@ -333,7 +338,7 @@ mod tests {
             (held(1024), held(1025), held(1053), held(1056)),
             (1024, 1056, 1056, 1056)
         );
-        assert_eq!((held(4096), held(4097)), (4096, 4104));
+        assert_eq!((held(4096), held(4097)), (4096, 4104 + LARGE_ENTRY));
         for size in 1..=MAX_SLAB {
             let i = class_index(size);
             assert!(class_size(i) >= size && i < CLASSES, "{size}");
