@@ -1,7 +1,9 @@
 //! A shard's side table of its records above 4 KiB: what a 32-bit reference at or above
 //! `pages::LARGE_BASE` names.
 //!
-//! Such records are allocator blocks (`slab::MAX_SLAB`), which have no page number. They get
+//! Such records are allocator blocks (`slab::MAX_SLAB`), which have no page number; so are
+//! the blocks of a slab page that got no number (past 30 GiB of pages: `slab::NO_NUMBER`).
+//! Those are charged without their 8-byte entry (`slab::held` knows only the size). They get
 //! an entry here when their shard's table takes them and lose it when the table lets them go,
 //! both under the shard's exclusive lock, so the table needs no lock of its own and no thread
 //! shares it (a store-wide table would take a lock per large record, on every I/O thread).

@@ -6,8 +6,9 @@
 //! (`page << INDEX_BITS`) and the block's index in the page in the low 13 (8,192 blocks: the
 //! slab's smallest class is 8 bytes, so a 64 KiB page holds at most 8,184). That leaves room for
 //! `MAX_PAGES` pages, 30 GiB of records of up to 4 KiB. A reference at or above `LARGE_BASE`
-//! names a record above 4 KiB (an allocator block, which has no page) by its entry in its
-//! shard's side table (`large_refs`), so 2^28 of them a shard.
+//! names a record above 4 KiB (an allocator block, which has no page), or a block of a page
+//! that got no number (past the last one), by its entry in its shard's side table
+//! (`large_refs`), so 2^28 of them a shard.
 //!
 //! The slab takes a number when it takes a page from the allocator and gives it back with the
 //! page; freed numbers are reused first, so the numbers in use stay dense and the table never

@@ -19,7 +19,9 @@
 //!
 //! Every page has a number in the store-wide page table (`pages`) while the slab holds it, so
 //! that a block can also be named by a 32-bit reference (`block_ref`, `block_at`): its page's
-//! number and its index in the page. The smallest class is 8 bytes so that a page holds at most
+//! number and its index in the page. Past the last number (30 GiB of pages) a page has none
+//! (`NO_NUMBER`) and its blocks are named as records above 4 KiB are, through their shard's
+//! side table (`large_refs`); it tries again for a number each time it is reused. The smallest class is 8 bytes so that a page holds at most
 //! 8,184 blocks, which a 13-bit index names.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
@@ -90,7 +92,8 @@ fn class_size(index: usize) -> usize {
 #[repr(C)]
 struct Page {
     pool: *const Pool,
-    /// The page's number in `pages::PAGES`, kept while the slab holds the page (spare too).
+    /// The page's number in `pages::PAGES`, kept while the slab holds the page (spare too), or
+    /// `NO_NUMBER`.
     number: u32,
     prev: *mut Page,
     next: *mut Page,
@@ -105,6 +108,8 @@ struct Page {
 }
 
 const _: () = assert!(std::mem::size_of::<Page>() <= FIRST_BLOCK);
+/// A page that got no number (every number in use): `block_ref` names none of its blocks.
+const NO_NUMBER: u32 = u32::MAX;
 const _: () = assert!((PAGE_SIZE - FIRST_BLOCK) / MIN_BLOCK <= 1 << pages::INDEX_BITS);
 
 struct Pool {
@@ -196,8 +201,15 @@ pub(crate) fn allocate(size: usize) -> NonNull<u8> {
         let (raw, number) = match spare {
             // SAFETY: a spare page keeps its header's number (see `release`).
             Some(page) => unsafe {
-                let number = (*page.0).number;
-                PAGES.set(number, page.0 as usize, block as usize);
+                let number = match (*page.0).number {
+                    NO_NUMBER => PAGES
+                        .register(page.0 as usize, block as usize)
+                        .unwrap_or(NO_NUMBER),
+                    number => {
+                        PAGES.set(number, page.0 as usize, block as usize);
+                        number
+                    }
+                };
                 (page.0, number)
             },
             None => {
@@ -207,12 +219,11 @@ pub(crate) fn allocate(size: usize) -> NonNull<u8> {
                 if raw.is_null() {
                     handle_alloc_error(layout);
                 }
-                // Past 30 GiB of slab pages a page has no number, and its records could not
-                // be referenced: treated as the allocator failing (docs/slot5-status.md says
-                // what the store must do before then).
+                // Past 30 GiB of slab pages a page has no number: its blocks are named through
+                // the side tables, as large records are.
                 let number = PAGES
                     .register(raw as usize, block as usize)
-                    .unwrap_or_else(|| handle_alloc_error(layout));
+                    .unwrap_or(NO_NUMBER);
                 (raw, number)
             }
         };
@@ -288,7 +299,9 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
             // only when the freeing thread allocates again): give its memory back now, so that
             // RSS falls as soon as records are deleted.
             // The header is read before `madvise`, which zeroes the page.
-            PAGES.unregister((*page).number);
+            if (*page).number != NO_NUMBER {
+                PAGES.unregister((*page).number);
+            }
             libc::madvise(page as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED);
             dealloc(page as *mut u8, page_layout());
         }
@@ -298,7 +311,8 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
 }
 
 /// The 32-bit reference of a block `allocate(size)` returned; None for a record above
-/// `MAX_SLAB` (an allocator block: its shard's side table names it, `large_refs`).
+/// `MAX_SLAB` (an allocator block) and for a block of a page without a number: its shard's
+/// side table names those (`large_refs`).
 ///
 /// # Safety
 /// `block` is live and was allocated with `size`.
@@ -309,6 +323,9 @@ pub(crate) unsafe fn block_ref(block: NonNull<u8>, size: usize) -> Option<u32> {
     }
     let addr = block.as_ptr() as usize;
     let page = (addr & !(PAGE_SIZE - 1)) as *const Page;
+    if (*page).number == NO_NUMBER {
+        return None;
+    }
     let index = (addr - page as usize - FIRST_BLOCK) as u32 / (*page).block;
     Some(pages::slab_ref((*page).number, index))
 }
@@ -324,7 +341,7 @@ pub(crate) fn block_at(r: u32) -> NonNull<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -432,6 +449,42 @@ mod tests {
             assert_eq!(block_at(r), b);
             unsafe { release(b, size) };
         }
+    }
+
+    /// A page that got no number (past 30 GiB of pages) has blocks without a reference; the
+    /// table names them through its side table (`table` tests).
+    #[test]
+    fn blocks_of_a_page_without_a_number_have_no_reference() {
+        // A class of its own (4,064 bytes).
+        let size = 4050;
+        let b = allocate(size);
+        let page = (b.as_ptr() as usize & !(PAGE_SIZE - 1)) as *mut Page;
+        unsafe {
+            let number = (*page).number;
+            assert_eq!(block_at(block_ref(b, size).unwrap()), b);
+            (*page).number = NO_NUMBER;
+            assert_eq!(block_ref(b, size), None);
+            (*page).number = number;
+            release(b, size);
+        }
+    }
+
+    /// Marks the page of `block` as having no number (as past the last one), for tests.
+    ///
+    /// # Safety
+    /// `block` is live, and no other test uses its class.
+    pub(crate) unsafe fn forget_number(block: NonNull<u8>) -> u32 {
+        let page = (block.as_ptr() as usize & !(PAGE_SIZE - 1)) as *mut Page;
+        std::mem::replace(&mut (*page).number, NO_NUMBER)
+    }
+
+    /// Undoes `forget_number`.
+    ///
+    /// # Safety
+    /// As `forget_number`.
+    pub(crate) unsafe fn restore_number(block: NonNull<u8>, number: u32) {
+        let page = (block.as_ptr() as usize & !(PAGE_SIZE - 1)) as *mut Page;
+        (*page).number = number;
     }
 
     #[test]
