@@ -25,7 +25,6 @@ use std::cell::Cell;
 use crate::changes::ChangeKind;
 use crate::item::ItemPtr;
 use crate::shard::Shard;
-use crate::table::Table;
 use crate::{Author, Store};
 
 /// What a write does when the memory limit is reached (Redis's `maxmemory-policy`).
@@ -185,6 +184,13 @@ pub(crate) fn access(item: ItemPtr, lfu: bool) {
     }
 }
 
+/// Whether `item` is the record in probation whose key has `hash`. A slot keeps only 6 bits of
+/// the hash, so another record in probation on the same probe path would match those 1 time
+/// in 63: the whole hash of its key decides (only for a candidate those bits let through).
+pub(crate) fn probationer_is(store: &Store, item: ItemPtr, hash: crate::table::KeyHash) -> bool {
+    item.reference() & PROBATION != 0 && store.hash(item.key()).0 == hash.0
+}
+
 impl Shard {
     /// The record in slot `i` if the policy may evict it.
     fn candidate(&self, i: usize, keep: Option<usize>, volatile: bool) -> Option<ItemPtr> {
@@ -192,7 +198,7 @@ impl Shard {
             return None;
         }
         let item = self.table.item_at(i)?;
-        if volatile && !(Table::slot_has_expire(self.table.slot(i)) && item.expire_at().is_some()) {
+        if volatile && !(self.table.has_expire(i) && item.expire_at().is_some()) {
             return None;
         }
         Some(item)
@@ -209,7 +215,7 @@ impl Shard {
         }
         let victim = match policy {
             EvictionPolicy::NoEviction => None,
-            EvictionPolicy::AllKeysLru => self.probation_victim(keep),
+            EvictionPolicy::AllKeysLru => self.probation_victim(store, keep),
             EvictionPolicy::VolatileLru => self.clock_victim(keep, true, false),
             EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu => {
                 self.sampled_victim(keep, volatile, true, |item| item.reference() as u64)
@@ -272,12 +278,12 @@ impl Shard {
 
     /// `allkeys-lru`: the oldest record in probation when probation is full (those read since
     /// they were written move on to the main part instead), else the main part's CLOCK victim.
-    fn probation_victim(&mut self, keep: Option<usize>) -> Option<usize> {
+    fn probation_victim(&mut self, store: &Store, keep: Option<usize>) -> Option<usize> {
         while self.probation.is_due(self.table.len()) {
             let Some(hash) = self.probation.pop() else {
                 break;
             };
-            let Some(i) = self.probationer(hash) else {
+            let Some(i) = self.probationer(store, hash) else {
                 continue; // deleted or replaced meanwhile
             };
             let item = self.table.item_at(i).expect("found slot is occupied");
@@ -292,9 +298,9 @@ impl Shard {
     }
 
     /// The slot of the record in probation with `hash`, if it is still there.
-    fn probationer(&self, hash: crate::table::KeyHash) -> Option<usize> {
+    pub(crate) fn probationer(&self, store: &Store, hash: crate::table::KeyHash) -> Option<usize> {
         self.table
-            .find_by_hash(hash, |item| item.reference() & PROBATION != 0)
+            .find_by_hash(hash, |item| probationer_is(store, item, hash))
     }
 
     /// A new record in slot `i` with `hash` under `allkeys-lru` with a memory limit: it enters
@@ -308,7 +314,7 @@ impl Shard {
         }
         // The ring is full of entries of records deleted meanwhile: its oldest live one (if
         // any) moves on to the main part without an eviction.
-        if let Some(i) = overflow.and_then(|hash| self.probationer(hash)) {
+        if let Some(i) = overflow.and_then(|hash| self.probationer(store, hash)) {
             let item = self.table.item_at(i).expect("found slot is occupied");
             item.set_reference(item.reference() & !PROBATION);
         }

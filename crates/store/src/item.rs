@@ -1,7 +1,8 @@
 //! One cached record in a single block (of `slab`'s pages, or of the allocator when large): a
 //! small header, the key and the value.
 //!
-//! A record is referenced by a thin pointer so that a table slot costs eight bytes. The header
+//! A record is referenced by a thin pointer; a table slot names it by a 32-bit reference
+//! (`pages`), which the table resolves to this pointer. The header
 //! is variable length so that a 16-byte key with a 32-byte value takes 56 bytes:
 //!
 //! ```text
@@ -281,6 +282,17 @@ impl ItemPtr {
 
     pub fn addr(self) -> usize {
         self.0.as_ptr() as usize
+    }
+
+    /// The record at a block `slab::block_at` resolved.
+    #[inline]
+    pub(crate) fn from_block(block: NonNull<u8>) -> ItemPtr {
+        ItemPtr(block)
+    }
+
+    /// The record's block, as `slab::block_ref` takes it.
+    pub(crate) fn block(self) -> NonNull<u8> {
+        self.0
     }
 
     #[inline(always)]

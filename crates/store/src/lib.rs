@@ -15,6 +15,7 @@ mod changes_tests;
 pub mod collection;
 #[cfg(test)]
 mod collection_tests;
+mod ctrl;
 mod evict;
 pub mod glob;
 pub mod hash;
@@ -22,9 +23,11 @@ pub mod hash;
 mod holds_tests;
 mod intset;
 mod item;
+mod large_refs;
 mod list;
 mod moves;
 mod packed;
+mod pages;
 mod probation;
 mod scan;
 mod set;
@@ -59,7 +62,7 @@ pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};
 use changes::{ChangeKind as CK, Log, TAP_LISTENER};
 use item::ItemPtr;
 use shard::Shard;
-use table::{KeyHash, Probe, Table};
+use table::{KeyHash, Table};
 use tags::TagIndex;
 
 /// Who made a change: the id of the client whose command wrote, or [`Author::SERVER`] for the
@@ -615,11 +618,8 @@ fn lookup<'a>(
     key: &[u8],
     access: Option<bool>,
 ) -> Option<Item<'a>> {
-    let Probe::Found(i) = table.find(hash, key) else {
-        return None;
-    };
-    let item = table.item_at(i).expect("found slot is occupied");
-    if Table::slot_has_expire(table.slot(i)) && item.expire_at().is_some_and(|d| d <= now_ms()) {
+    let (i, item) = table.find_record(hash, key)?;
+    if table.has_expire(i) && item.expire_at().is_some_and(|d| d <= now_ms()) {
         return None;
     }
     if let Some(lfu) = access {
@@ -636,11 +636,12 @@ fn count_lookup(cell: &ShardCell, hit: bool) {
 fn flush_shard(store: &Store, shard: &mut Shard, author: Author) {
     if store.tags.len() > 0 {
         for i in 0..shard.table.capacity() {
-            if Table::slot_is_tagged(shard.table.slot(i)) {
+            if shard.table.is_tagged(i) {
                 let item = shard.table.item_at(i).expect("tagged slot is occupied");
-                let removed = store
-                    .tags
-                    .remove(item.tags(), tags::reference(shard.index, item.addr()));
+                let removed = store.tags.remove(
+                    item.tags(),
+                    tags::reference(shard.index, shard.table.ref_at(i)),
+                );
                 shard.used -= tags::ENTRY_COST * removed;
                 store.account(-((tags::ENTRY_COST * removed) as isize));
             }

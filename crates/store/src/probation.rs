@@ -121,7 +121,7 @@ impl crate::shard::Shard {
         while let Some(hash) = self.probation.pop() {
             let found = self
                 .table
-                .find_by_hash(hash, |item| item.reference() & PROBATION != 0);
+                .find_by_hash(hash, |item| crate::evict::probationer_is(store, item, hash));
             if let Some(item) = found.and_then(|i| self.table.item_at(i)) {
                 item.set_reference(item.reference() & !PROBATION);
             }
@@ -176,6 +176,32 @@ mod tests {
             .count();
         assert_eq!(left, 100, "hot records evicted by a scan");
         assert!(s.used_memory() <= 128 * 1024);
+    }
+
+    /// The ring keeps hashes; a slot keeps 6 bits of one. With every record in probation, each
+    /// key's hash finds its own record, not another with the same bits earlier on its path.
+    #[test]
+    fn a_probationer_is_found_by_its_whole_hash() {
+        let s = store(1 << 30);
+        for i in 0..5000 {
+            put(&s, &format!("k{i}"));
+        }
+        let shard = s.cell(0).lock.read();
+        for i in 0..shard.table.capacity() {
+            if let Some(item) = shard.table.item_at(i) {
+                item.set_reference(PROBATION);
+            }
+        }
+        let wrong = (0..5000)
+            .filter(|i| {
+                let key = format!("k{i}");
+                let found = shard
+                    .probationer(&s, s.hash(key.as_bytes()))
+                    .and_then(|j| shard.table.item_at(j));
+                found.map(|item| item.key()) != Some(key.as_bytes())
+            })
+            .count();
+        assert_eq!(wrong, 0, "records found for another key's hash");
     }
 
     #[test]

@@ -31,7 +31,7 @@ fn scan_shard(
     let mut i = start;
     let mut walked = 0;
     // Keys homed in [start, end) may sit past `end` (linear probing), up to the next empty slot.
-    while walked < cap && (i < end || table.slot(i % cap) != 0) {
+    while walked < cap && (i < end || !table.is_empty(i % cap)) {
         if let Some(item) = table.item_at(i % cap) {
             let home = table.home_of(store.hash(item.key()));
             let live = item.expire_at().is_none_or(|d| d > now);

@@ -141,13 +141,11 @@ impl Shard {
     /// Takes the record in `slot` out of the table and the tag index, leaving the freeing to
     /// the caller. Returns it with the bytes it was charged.
     pub fn unlink_slot(&mut self, store: &Store, slot: usize) -> (ItemPtr, usize) {
+        let r = self.table.ref_at(slot);
         let item = self.table.remove_at(slot);
         let mut freed = item.charged();
         if item.has_tags() {
-            freed += ENTRY_COST
-                * store
-                    .tags
-                    .remove(item.tags(), reference(self.index, item.addr()));
+            freed += ENTRY_COST * store.tags.remove(item.tags(), reference(self.index, r));
         }
         self.used -= freed;
         (item, freed)
@@ -170,8 +168,7 @@ impl Shard {
         for _ in 0..scanned {
             let i = self.expire_cursor % cap;
             self.expire_cursor = i + 1;
-            let slot = self.table.slot(i);
-            if Table::slot_has_expire(slot) {
+            if self.table.has_expire(i) {
                 let item = self.table.item_at(i).expect("occupied slot");
                 if item.expire_at().is_some_and(|d| d <= now) {
                     let (item, freed) = self.unlink_slot(store, i);
@@ -235,7 +232,7 @@ impl<'a> Entry<'a> {
         let mut probe = shard.table.find(hash, key);
         if let Probe::Found(i) = probe {
             let item = shard.table.item_at(i).expect("found slot is occupied");
-            if Table::slot_has_expire(shard.table.slot(i))
+            if shard.table.has_expire(i)
                 && item.expire_at().is_some_and(|d| d <= now_ms())
                 && !store.replica_mode()
             {
@@ -437,7 +434,8 @@ impl<'a> Entry<'a> {
         // A new key may make the table grow: that counts against the limit too.
         let rebuild = matches!(self.probe, Probe::Vacant(_)) && self.shard.table.needs_rebuild();
         let growth = if rebuild {
-            (self.shard.table.rebuild_capacity() * 8).saturating_sub(self.shard.table.bytes())
+            Table::bytes_for(self.shard.table.rebuild_capacity())
+                .saturating_sub(self.shard.table.bytes())
         } else {
             0
         };
@@ -501,7 +499,7 @@ impl<'a> Entry<'a> {
         if !tags.is_empty() {
             let added = self.store.tags.insert(
                 tags.iter().copied(),
-                reference(self.shard_index, item.addr()),
+                reference(self.shard_index, self.shard.table.ref_at(i)),
             );
             charged += ENTRY_COST * added;
         }

@@ -16,6 +16,13 @@
 //! do not share a lock. A block is freed through its page's pool, whatever thread frees it, so
 //! records may be freed outside any shard lock (the lazy-free thread, FLUSHALL, TAG.DEL chunks)
 //! exactly as allocator blocks were.
+//!
+//! Every page has a number in the store-wide page table (`pages`) while the slab holds it, so
+//! that a block can also be named by a 32-bit reference (`block_ref`, `block_at`): its page's
+//! number and its index in the page. Past the last number (30 GiB of pages) a page has none
+//! (`NO_NUMBER`) and its blocks are named as records above 4 KiB are, through their shard's
+//! side table (`large_refs`); it tries again for a number each time it is reused. The smallest class is 8 bytes so that a page holds at most
+//! 8,184 blocks, which a 13-bit index names.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::Cell;
@@ -25,6 +32,8 @@ use std::sync::LazyLock;
 
 use parking_lot::Mutex;
 
+use crate::pages::{self, PAGES};
+
 /// Bytes of a slab page, and its alignment.
 pub(crate) const PAGE_SIZE: usize = 64 * 1024;
 /// The page's header (`Page`) takes the first bytes; blocks start here.
@@ -32,6 +41,9 @@ const FIRST_BLOCK: usize = 64;
 /// Records larger than this are allocator blocks (a page would hold fewer than 16 of them).
 pub(crate) const MAX_SLAB: usize = 4096;
 const SMALL_STEP: usize = 4;
+/// The smallest block (class 0, 4 bytes, is never used): a page then holds at most 8,184 blocks,
+/// within a reference's 13-bit index.
+const MIN_BLOCK: usize = 8;
 const SMALL_MAX: usize = 1024;
 const LARGE_STEP: usize = 32;
 const SMALL_CLASSES: usize = SMALL_MAX / SMALL_STEP;
@@ -43,17 +55,22 @@ const ARENAS: usize = 8;
 const SPARE_PAGES: usize = 16;
 
 /// Bytes a record of `size` bytes really holds: its class size, or its own size above
-/// `MAX_SLAB` rounded to the allocator's 8-byte step. What the store charges for it.
+/// `MAX_SLAB` rounded to the allocator's 8-byte step plus its entry in its shard's side table
+/// (`large_refs`, 8 bytes; the side table's spare capacity is not counted). What the store
+/// charges for it.
 pub(crate) fn held(size: usize) -> usize {
     if size <= MAX_SLAB {
         class_size(class_index(size))
     } else {
-        (size + 7) & !7
+        ((size + 7) & !7) + LARGE_ENTRY
     }
 }
 
+/// Bytes of a large record's side table entry.
+const LARGE_ENTRY: usize = std::mem::size_of::<usize>();
+
 fn class_index(size: usize) -> usize {
-    let size = size.max(SMALL_STEP);
+    let size = size.max(MIN_BLOCK);
     if size <= SMALL_MAX {
         size.div_ceil(SMALL_STEP) - 1
     } else {
@@ -69,11 +86,15 @@ fn class_size(index: usize) -> usize {
     }
 }
 
-/// The header at the start of every page. Fields other than `pool` and `block` change only
-/// under the pool's lock.
+/// The header at the start of every page. Fields other than `pool`, `block` and `number`
+/// change only under the pool's lock; those three are set when the page joins a pool, and a
+/// live block keeps its page in that pool, so whoever holds a block may read them.
 #[repr(C)]
 struct Page {
     pool: *const Pool,
+    /// The page's number in `pages::PAGES`, kept while the slab holds the page (spare too), or
+    /// `NO_NUMBER`.
+    number: u32,
     prev: *mut Page,
     next: *mut Page,
     block: u32,
@@ -87,6 +108,9 @@ struct Page {
 }
 
 const _: () = assert!(std::mem::size_of::<Page>() <= FIRST_BLOCK);
+/// A page that got no number (every number in use): `block_ref` names none of its blocks.
+const NO_NUMBER: u32 = u32::MAX;
+const _: () = assert!((PAGE_SIZE - FIRST_BLOCK) / MIN_BLOCK <= 1 << pages::INDEX_BITS);
 
 struct Pool {
     block: usize,
@@ -174,22 +198,40 @@ pub(crate) fn allocate(size: usize) -> NonNull<u8> {
     let mut head = pool.with_room.lock();
     if head.0.is_null() {
         let spare = SPARES.lock().pop();
-        let raw = spare.map_or_else(
-            || {
+        let (raw, number) = match spare {
+            // SAFETY: a spare page keeps its header's number (see `release`).
+            Some(page) => unsafe {
+                let number = match (*page.0).number {
+                    NO_NUMBER => PAGES
+                        .register(page.0 as usize, block as usize)
+                        .unwrap_or(NO_NUMBER),
+                    number => {
+                        PAGES.set(number, page.0 as usize, block as usize);
+                        number
+                    }
+                };
+                (page.0, number)
+            },
+            None => {
                 let layout = page_layout();
                 // SAFETY: a non-zero size; the header is written before any other use.
                 let raw = unsafe { alloc(layout) } as *mut Page;
                 if raw.is_null() {
                     handle_alloc_error(layout);
                 }
-                raw
-            },
-            |page| page.0,
-        );
+                // Past 30 GiB of slab pages a page has no number: its blocks are named through
+                // the side tables, as large records are.
+                let number = PAGES
+                    .register(raw as usize, block as usize)
+                    .unwrap_or(NO_NUMBER);
+                (raw, number)
+            }
+        };
         // SAFETY: `raw` is a fresh or spare page, ours alone until pushed.
         unsafe {
             raw.write(Page {
                 pool,
+                number,
                 prev: ptr::null_mut(),
                 next: ptr::null_mut(),
                 block,
@@ -256,6 +298,10 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
             // The allocator would keep the page resident until it purges (after a delay, and
             // only when the freeing thread allocates again): give its memory back now, so that
             // RSS falls as soon as records are deleted.
+            // The header is read before `madvise`, which zeroes the page.
+            if (*page).number != NO_NUMBER {
+                PAGES.unregister((*page).number);
+            }
             libc::madvise(page as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED);
             dealloc(page as *mut u8, page_layout());
         }
@@ -264,26 +310,56 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
     }
 }
 
+/// The 32-bit reference of a block `allocate(size)` returned; None for a record above
+/// `MAX_SLAB` (an allocator block) and for a block of a page without a number: its shard's
+/// side table names those (`large_refs`).
+///
+/// # Safety
+/// `block` is live and was allocated with `size`.
+#[inline]
+pub(crate) unsafe fn block_ref(block: NonNull<u8>, size: usize) -> Option<u32> {
+    if size > MAX_SLAB {
+        return None;
+    }
+    let addr = block.as_ptr() as usize;
+    let page = (addr & !(PAGE_SIZE - 1)) as *const Page;
+    if (*page).number == NO_NUMBER {
+        return None;
+    }
+    let index = (addr - page as usize - FIRST_BLOCK) as u32 / (*page).block;
+    Some(pages::slab_ref((*page).number, index))
+}
+
+/// The block a reference from `block_ref` names, while that block lives.
+#[inline(always)]
+pub(crate) fn block_at(r: u32) -> NonNull<u8> {
+    debug_assert!(!pages::is_large(r));
+    let (page, block) = PAGES.get(r >> pages::INDEX_BITS);
+    let index = (r & ((1 << pages::INDEX_BITS) - 1)) as usize;
+    // SAFETY: a page's address is never null.
+    unsafe { NonNull::new_unchecked((page + FIRST_BLOCK + index * block) as *mut u8) }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
     #[test]
     fn classes_are_four_bytes_apart_to_1k_and_32_above() {
         assert_eq!(
-            (held(1), held(4), held(5), held(52), held(60)),
-            (4, 4, 8, 52, 60)
+            (held(1), held(4), held(8), held(9), held(52), held(60)),
+            (8, 8, 8, 12, 52, 60)
         );
         assert_eq!(
             (held(1024), held(1025), held(1053), held(1056)),
             (1024, 1056, 1056, 1056)
         );
-        assert_eq!((held(4096), held(4097)), (4096, 4104));
+        assert_eq!((held(4096), held(4097)), (4096, 4104 + LARGE_ENTRY));
         for size in 1..=MAX_SLAB {
             let i = class_index(size);
             assert!(class_size(i) >= size && i < CLASSES, "{size}");
-            assert!(i == 0 || class_size(i - 1) < size, "{size}");
+            assert!(class_size(i - 1) < size.max(MIN_BLOCK), "{size}");
         }
     }
 
@@ -331,11 +407,92 @@ mod tests {
         assert!(SPARES.lock().len() <= SPARE_PAGES);
     }
 
+    /// Pages given back to the allocator give back their numbers; blocks of pages taken
+    /// afterwards (numbers reused) are named by their references again.
+    #[test]
+    fn given_back_pages_return_their_numbers_and_refs_still_name_blocks() {
+        // A class of its own (3,968 bytes: 16 blocks a page), as in the test above.
+        let size = 3950;
+        let pages_made = SPARE_PAGES + 4;
+        let per_page = (PAGE_SIZE - FIRST_BLOCK) / held(size);
+        let take = || -> Vec<(NonNull<u8>, u32)> {
+            (0..per_page * pages_made)
+                .map(|_| {
+                    let b = allocate(size);
+                    let r = unsafe { block_ref(b, size) }.expect("a slab block");
+                    assert_eq!(block_at(r), b);
+                    (b, r)
+                })
+                .collect()
+        };
+        let blocks = take();
+        let mut numbers: Vec<u32> = blocks
+            .iter()
+            .map(|&(_, r)| r >> pages::INDEX_BITS)
+            .collect();
+        numbers.sort();
+        numbers.dedup();
+        assert_eq!(numbers.len(), pages_made);
+        let entries: Vec<(u32, usize)> = numbers.iter().map(|&n| (n, PAGES.get(n).0)).collect();
+        for &(b, _) in &blocks {
+            unsafe { release(b, size) };
+        }
+        // At most `SPARE_PAGES` stay with the slab (keeping their entry); the others were
+        // given back: their entry was cleared (or reused by another page since).
+        let kept = entries
+            .iter()
+            .filter(|&&(n, page)| PAGES.raw(n) == page | held(size))
+            .count();
+        assert!(kept <= SPARE_PAGES, "{kept} pages kept their numbers");
+        let again = take();
+        for (b, r) in again {
+            assert_eq!(block_at(r), b);
+            unsafe { release(b, size) };
+        }
+    }
+
+    /// A page that got no number (past 30 GiB of pages) has blocks without a reference; the
+    /// table names them through its side table (`table` tests).
+    #[test]
+    fn blocks_of_a_page_without_a_number_have_no_reference() {
+        // A class of its own (4,064 bytes).
+        let size = 4050;
+        let b = allocate(size);
+        let page = (b.as_ptr() as usize & !(PAGE_SIZE - 1)) as *mut Page;
+        unsafe {
+            let number = (*page).number;
+            assert_eq!(block_at(block_ref(b, size).unwrap()), b);
+            (*page).number = NO_NUMBER;
+            assert_eq!(block_ref(b, size), None);
+            (*page).number = number;
+            release(b, size);
+        }
+    }
+
+    /// Marks the page of `block` as having no number (as past the last one), for tests.
+    ///
+    /// # Safety
+    /// `block` is live, and no other test uses its class.
+    pub(crate) unsafe fn forget_number(block: NonNull<u8>) -> u32 {
+        let page = (block.as_ptr() as usize & !(PAGE_SIZE - 1)) as *mut Page;
+        std::mem::replace(&mut (*page).number, NO_NUMBER)
+    }
+
+    /// Undoes `forget_number`.
+    ///
+    /// # Safety
+    /// As `forget_number`.
+    pub(crate) unsafe fn restore_number(block: NonNull<u8>, number: u32) {
+        let page = (block.as_ptr() as usize & !(PAGE_SIZE - 1)) as *mut Page;
+        (*page).number = number;
+    }
+
     #[test]
     fn large_records_bypass_the_pages() {
         let b = allocate(MAX_SLAB + 1);
         unsafe {
             ptr::write_bytes(b.as_ptr(), 7, MAX_SLAB + 1);
+            assert_eq!(block_ref(b, MAX_SLAB + 1), None);
             release(b, MAX_SLAB + 1);
         }
     }
@@ -360,15 +517,23 @@ mod tests {
         /// their contents intact.
         #[test]
         fn blocks_never_overlap(ops in proptest::collection::vec((prop_oneof![1usize..3900, 4097usize..6000], any::<bool>()), 1..400)) {
+            // Every live block's reference names it, from its allocation to its free (other
+            // pages meanwhile taken, emptied, given back and reused).
+            let round_trips = |b: NonNull<u8>, s: usize| match unsafe { block_ref(b, s) } {
+                Some(r) => block_at(r) == b,
+                None => s > MAX_SLAB,
+            };
             let mut live: Vec<(NonNull<u8>, usize, u8)> = Vec::new();
             for (n, (size, free)) in ops.into_iter().enumerate() {
                 if free && !live.is_empty() {
                     let (b, s, fill) = live.swap_remove(size % live.len());
                     let bytes = unsafe { std::slice::from_raw_parts(b.as_ptr(), s) };
                     prop_assert!(bytes.iter().all(|&x| x == fill));
+                    prop_assert!(round_trips(b, s));
                     unsafe { release(b, s) };
                 } else {
                     let b = allocate(size);
+                    prop_assert!(round_trips(b, size));
                     unsafe { ptr::write_bytes(b.as_ptr(), n as u8, size) };
                     live.push((b, size, n as u8));
                 }
@@ -376,6 +541,7 @@ mod tests {
             for (b, s, fill) in live {
                 let bytes = unsafe { std::slice::from_raw_parts(b.as_ptr(), s) };
                 prop_assert!(bytes.iter().all(|&x| x == fill));
+                prop_assert!(round_trips(b, s));
                 unsafe { release(b, s) };
             }
         }

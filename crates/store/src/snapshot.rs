@@ -422,7 +422,7 @@ impl Store {
         let cap = shard.table.capacity();
         for i in 0..cap {
             if i + PREFETCH_SLOTS < cap {
-                if let Some(ahead) = crate::table::slot_addr(shard.table.slot(i + PREFETCH_SLOTS)) {
+                if let Some(ahead) = shard.table.item_at(i + PREFETCH_SLOTS) {
                     prefetch(ahead.addr());
                 }
             }

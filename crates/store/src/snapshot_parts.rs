@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use crate::item::Item;
 use crate::snapshot::{copy_record, encode_copies, prefetch, ShardCut, PREFETCH_SLOTS};
-use crate::table::{slot_addr, KeyHash, Table};
+use crate::table::{KeyHash, Table};
 use crate::{now_ms, Store};
 
 /// One part of a shard's copy: the positions `[previous part's hi, hi)` (the first part
@@ -155,10 +155,10 @@ fn copy_part(store: &Store, table: &Table, lo: u64, hi: u64, scratch: &mut Vec<u
     let mut seen_empty = false;
     let mut i = start;
     let mut walked = 0;
-    while walked < cap && (i < end || table.slot(i % cap) != 0) {
+    while walked < cap && (i < end || !table.is_empty(i % cap)) {
         let slot = i % cap;
         if i + PREFETCH_SLOTS < end {
-            if let Some(ahead) = slot_addr(table.slot((i + PREFETCH_SLOTS) % cap)) {
+            if let Some(ahead) = table.item_at((i + PREFETCH_SLOTS) % cap) {
                 prefetch(ahead.addr());
             }
         }
@@ -175,7 +175,7 @@ fn copy_part(store: &Store, table: &Table, lo: u64, hi: u64, scratch: &mut Vec<u
                     copy_record(item, scratch);
                 }
             }
-            None => seen_empty |= table.slot(slot) == 0,
+            None => seen_empty |= table.is_empty(slot),
         }
         i += 1;
         walked += 1;

@@ -3,7 +3,9 @@
 //! A tag is (type: u32, value: i64); a record carries its tags inside its allocation. The index
 //! keeps, per type, an ordered set of (value, record reference), so "all of a type", "= v" and
 //! every range are one ordered range scan; AND intersects the per-predicate results. A reference
-//! is the record's address with its shard number in the top 16 bits.
+//! is the record's 32-bit reference in its shard's table (`Table::ref_at`, stable while the
+//! record is in the table, rebuilds included) with its shard number above it; it is resolved
+//! to the record through that table (`Table::record`), under the shard's lock.
 //!
 //! Invariant: the index holds an entry for a record's tag exactly while the record is in its
 //! shard's table. Entries change only under the record's shard exclusive lock (lock order: shard,
@@ -97,18 +99,19 @@ impl Query {
     }
 }
 
-pub(crate) const SHARD_SHIFT: u32 = 48;
+pub(crate) const SHARD_SHIFT: u32 = 32;
 
-pub(crate) fn reference(shard: usize, addr: usize) -> u64 {
-    ((shard as u64) << SHARD_SHIFT) | addr as u64
+pub(crate) fn reference(shard: usize, record: u32) -> u64 {
+    ((shard as u64) << SHARD_SHIFT) | record as u64
 }
 
 pub(crate) fn shard_of_ref(r: u64) -> usize {
     (r >> SHARD_SHIFT) as usize
 }
 
-pub(crate) fn addr_of_ref(r: u64) -> usize {
-    (r & ((1 << SHARD_SHIFT) - 1)) as usize
+/// The record's reference in its shard's table.
+pub(crate) fn record_of_ref(r: u64) -> u32 {
+    r as u32
 }
 
 type TypeIndex = RwLock<BTreeSet<(i64, u64)>>;
@@ -257,7 +260,7 @@ fn intersect(a: &[u64], b: &[u64]) -> Vec<u64> {
 mod access {
     //! Group reads and deletes over the shards a query touches.
 
-    use super::{addr_of_ref, shard_of_ref, Query, CHUNK};
+    use super::{record_of_ref, shard_of_ref, Query, CHUNK};
     use crate::changes::{Change, ChangeKind, TAP_LISTENER};
     use crate::item::{Item, ItemPtr};
     use crate::shard::Shard;
@@ -294,7 +297,7 @@ mod access {
                 continue;
             };
             let shard = &mut *held[pos].1;
-            let item = ItemPtr::from_addr(addr_of_ref(r));
+            let item = shard.table.record(record_of_ref(r));
             let key = item.key();
             let crate::table::Probe::Found(slot) = shard.table.find(store.hash(key), key) else {
                 unreachable!("indexed record missing from its table")
@@ -341,12 +344,12 @@ mod access {
             let now = now_ms();
             let mut items = refs
                 .into_iter()
-                .filter(|&r| {
-                    guards
+                .filter_map(|r| {
+                    let pos = guards
                         .binary_search_by_key(&shard_of_ref(r), |(i, _)| *i)
-                        .is_ok()
+                        .ok()?;
+                    Some(guards[pos].1.table.record(record_of_ref(r)))
                 })
-                .map(|r| ItemPtr::from_addr(addr_of_ref(r)))
                 .filter(|&i| live(i, now))
                 .map(Item::new);
             f(&mut items)
@@ -425,12 +428,18 @@ mod access {
         ) -> R {
             assert!(self.holds_all(), "tag queries need every shard held");
             let now = now_ms();
+            let guards = &self.guards;
             let mut items = self
                 .store
                 .tags
                 .eval(query)
                 .into_iter()
-                .map(|r| ItemPtr::from_addr(addr_of_ref(r)))
+                .map(|r| {
+                    let pos = guards
+                        .binary_search_by_key(&shard_of_ref(r), |(i, _)| *i)
+                        .expect("every shard is held");
+                    guards[pos].1.table.record(record_of_ref(r))
+                })
                 .filter(|&i| live(i, now))
                 .map(Item::new);
             f(&mut items)
