@@ -533,12 +533,15 @@ mod tests {
         }
         let early_left = (0..40).filter(|i| exists(&s, &format!("k{i}"))).count();
         let late_left = (160..200).filter(|i| exists(&s, &format!("k{i}"))).count();
+        // Sampled, so approximate: over 200 runs at most 5 early ones stayed and at least 33
+        // late ones did (the hash seed is random per store); evicting at random would leave
+        // about 27 of each.
         assert!(
-            early_left <= 4,
+            early_left <= 8,
             "{early_left} of the 40 nearest deadlines left"
         );
         assert!(
-            late_left >= 36,
+            late_left >= 28,
             "{late_left} of the 40 latest deadlines left"
         );
     }
