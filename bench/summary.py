@@ -207,7 +207,10 @@ def issue19_rows(out, quick):
         c32, c1k = med(r32.get(f"cairn-{n}t"), "rss_per_key"), med(r1k.get(f"cairn-{n}t"), "rss_per_key")
         m32, m1k = med(r32.get(f"memcached-{n}t"), "rss_per_key"), med(r1k.get(f"memcached-{n}t"), "rss_per_key")
         if c32 is not None:
-            add("memory", d, "2. RSS per key ≤ 64 B, 16 B keys + 32 B values", f"{c32:.1f} B",
+            # The verdict is the default's (--cas yes); --cas no (memcached's -C) is shown beside it.
+            nocas = med(r32.get(f"cairn-{n}t-nocas"), "rss_per_key")
+            shown = f"{c32:.1f} B" + (f" (--cas no: {nocas:.1f} B)" if nocas is not None else "")
+            add("memory", d, "2. RSS per key ≤ 64 B, 16 B keys + 32 B values, default --cas yes", shown,
                 f"Redis {fmt_num(med(r32.get('redis'), 'rss_per_key'), 1)} B; memcached -t {n} {fmt_num(m32, 1)} B",
                 c32 <= 64)
         if c1k is not None and m1k:
