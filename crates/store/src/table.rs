@@ -210,23 +210,37 @@ impl Table {
     /// The key's slot and record, or the slot where it would be inserted.
     #[inline(always)]
     fn probe(&self, hash: KeyHash, key: &[u8]) -> Result<(usize, ItemPtr), usize> {
+        self.probe_for(hash, |item| item.key() == key)
+    }
+
+    /// The first record on `hash`'s probe path whose slot carries the hash's bits and which
+    /// `accept` takes: how a side structure that keeps hashes, not keys, finds its record again.
+    pub fn find_by_hash(&self, hash: KeyHash, accept: impl Fn(ItemPtr) -> bool) -> Option<usize> {
+        self.probe_for(hash, accept).ok().map(|(j, _)| j)
+    }
+
+    /// Walks `hash`'s probe path to the first empty slot: the first record whose slot carries
+    /// the hash's bits and which `accept` takes, or the slot where a record of that hash would
+    /// be inserted (the first tombstone on the path, else that empty slot). The load factor
+    /// (at most 85%) leaves an empty slot on every path.
+    #[inline(always)]
+    fn probe_for(
+        &self,
+        hash: KeyHash,
+        accept: impl Fn(ItemPtr) -> bool,
+    ) -> Result<(usize, ItemPtr), usize> {
         let bits = hash.bits();
         let mut i = self.home(hash.position());
         let mut vacant = None;
         loop {
             let g = self.group(i);
             let empty = g.equal(EMPTY);
-            // The slots before the group's first empty one (all 16 when none is).
-            let before = if empty == 0 {
-                u32::MAX
-            } else {
-                (empty & empty.wrapping_neg()) - 1
-            };
+            let before = before_first_empty(empty);
             let mut m = g.matching(bits) & before;
             while m != 0 {
                 let j = self.wrap(i + m.trailing_zeros() as usize);
                 let item = self.record(self.ref_in(j));
-                if item.key() == key {
+                if accept(item) {
                     return Ok((j, item));
                 }
                 m &= m - 1;
@@ -243,35 +257,6 @@ impl Table {
             }
             i = self.wrap(i + GROUP);
         }
-    }
-
-    /// The first record on `hash`'s probe path whose slot carries the hash's bits and which
-    /// `accept` takes: how a side structure that keeps hashes, not keys, finds its record again.
-    pub fn find_by_hash(&self, hash: KeyHash, accept: impl Fn(ItemPtr) -> bool) -> Option<usize> {
-        let bits = hash.bits();
-        let mut i = self.home(hash.position());
-        for _ in 0..self.refs.len().div_ceil(GROUP) {
-            let g = self.group(i);
-            let empty = g.equal(EMPTY);
-            let before = if empty == 0 {
-                u32::MAX
-            } else {
-                (empty & empty.wrapping_neg()) - 1
-            };
-            let mut m = g.matching(bits) & before;
-            while m != 0 {
-                let j = self.wrap(i + m.trailing_zeros() as usize);
-                if accept(self.record(self.ref_in(j))) {
-                    return Some(j);
-                }
-                m &= m - 1;
-            }
-            if empty != 0 {
-                return None;
-            }
-            i = self.wrap(i + GROUP);
-        }
-        None
     }
 
     /// Fills a vacant slot returned by `find`, giving the record a reference (a side table
@@ -437,6 +422,16 @@ impl Drop for Table {
     }
 }
 
+/// The mask of a group's slots before its first empty one (all 16 when none is): a probe
+/// stops at an empty slot, so matches after it belong to no key on this path.
+#[inline(always)]
+fn before_first_empty(empty: u32) -> u32 {
+    if empty == 0 {
+        u32::MAX
+    } else {
+        (empty & empty.wrapping_neg()) - 1
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
