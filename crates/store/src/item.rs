@@ -12,7 +12,8 @@
 //! The key length's low bit says the record has no `cas` (a store run with `--cas no`, as
 //! memcached's `-C`: 4 bytes less, which the slab's classes, 4 bytes apart up to 1 KiB, keep);
 //! it then has no `version` either, and WATCH compares the shard's change number instead (`Store::watch_version`).
-//! The CAS the store gives is a shard's 32-bit write counter (see `Entry::next_cas`), so it takes
+//! The CAS the store gives is a shard's write counter interleaved with the other shards', cut
+//! to 32 bits (see `Entry::next_cas`), so it takes
 //! 4 bytes; a record with a `version` field holds an 8-byte CAS, since a client may choose any
 //! 64-bit CAS (memcached `E`), and a CAS above 32 bits (a snapshot's) brings a `version` with it.
 //! `expire_ms` is present only when the record was written with a deadline (0 then means "none"

@@ -87,6 +87,14 @@ pub(crate) fn charge(size: usize) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutOfMemory;
 
+/// The CAS shard `index` of `shards` gives for its write number `n`: `n × shards + index`, cut
+/// to 32 bits. The shard count is a power of two, so the cut keeps each shard's values apart
+/// from the others' (they differ in the low bits), and a value repeats only when its shard's
+/// counter wraps.
+pub(crate) fn cas_of(n: u64, index: usize, shards: usize) -> u32 {
+    n.wrapping_mul(shards as u64).wrapping_add(index as u64) as u32
+}
+
 impl Shard {
     pub fn new(index: usize) -> Shard {
         let table = Table::new();
@@ -104,16 +112,16 @@ impl Shard {
         }
     }
 
-    /// Makes the CAS this shard gives next (until its 32-bit counter wraps) larger than `cas`,
-    /// a CAS a record is loaded with: a key's CAS stays unique across a restart or a full
-    /// sync. A CAS above 32 bits is never given, so it needs nothing.
-    pub fn raise_cas_above(&mut self, cas: u64) {
+    /// Makes the CAS this shard (`index` of `shards`) gives next (until its 32-bit value
+    /// wraps) larger than `cas`, a CAS a record is loaded with: a key's CAS stays unique across
+    /// a restart or a full sync. A CAS above 32 bits is never given, so it needs nothing.
+    pub fn raise_cas_above(&mut self, cas: u64, index: usize, shards: usize) {
         if cas >= u64::from(u32::MAX) {
             return;
         }
-        let low = self.next_cas & u64::from(u32::MAX);
-        if low <= cas {
-            self.next_cas += cas + 1 - low;
+        let next = u64::from(cas_of(self.next_cas, index, shards));
+        if next <= cas {
+            self.next_cas += (cas - next) / shards as u64 + 1;
         }
     }
 
@@ -323,17 +331,18 @@ impl<'a> Entry<'a> {
         }
     }
 
-    /// A fresh CAS: the shard's write counter, cut to the 32 bits a record holds (0, which
-    /// memcached clients read as "no CAS", is skipped). Unique per key until the key's shard
-    /// has taken 2^32 writes since the CAS was read (see docs/memory.md); two keys of
-    /// different shards may show the same CAS, which memcached's `cas` never compares.
+    /// A fresh CAS: the shard's write counter, interleaved with the other shards' and cut to
+    /// the 32 bits a record holds (`cas_of`; 0, which memcached clients read as "no CAS", is
+    /// skipped). Two keys never show the same CAS, as in memcached, until a shard's values
+    /// wrap: after 2^32 / shards of its writes (see docs/memory.md).
     fn next_cas(&mut self) -> u64 {
+        let shards = self.store.shard_count();
         let mut n = self.shard.next_cas;
-        if n as u32 == 0 {
+        if cas_of(n, self.shard_index, shards) == 0 {
             n += 1;
         }
         self.shard.next_cas = n + 1;
-        u64::from(n as u32)
+        u64::from(cas_of(n, self.shard_index, shards))
     }
 
     /// Writes a record with `value`, replacing any existing one. Returns its CAS.
@@ -405,7 +414,8 @@ impl<'a> Entry<'a> {
             Put::Load { cas } => {
                 // Per record, so that a snapshot's CAS above 32 bits (a client's choice) does
                 // not hide the others from `Store::raise_cas_above`.
-                self.shard.raise_cas_above(cas);
+                let shards = self.store.shard_count();
+                self.shard.raise_cas_above(cas, self.shard_index, shards);
                 (cas, None)
             }
         };

@@ -581,8 +581,12 @@ impl Store {
     /// larger than `cas`, so that records loaded with their saved CAS do not share one with a
     /// later write. A CAS above 32 bits is never given, so it needs nothing.
     pub fn raise_cas_above(&self, cas: u64) {
-        for index in 0..self.shard_count() {
-            self.cell(index).lock.write().raise_cas_above(cas);
+        let shards = self.shard_count();
+        for index in 0..shards {
+            self.cell(index)
+                .lock
+                .write()
+                .raise_cas_above(cas, index, shards);
         }
     }
 }

@@ -113,11 +113,20 @@ fn deadlines_hide_and_expiry_removes() {
     assert_eq!(s.stats().expired, 1);
 }
 
-/// The CAS is a shard's 32-bit write counter: it wraps past 2^32 - 1 to 1 (0 means "no CAS"
-/// to memcached clients), and a load raises it above the loaded CAS.
+/// One shard's store: its CAS values are its write counter itself (`cas_of`).
+fn one_shard_store() -> Arc<Store> {
+    Store::new(StoreConfig {
+        shards: 1,
+        background: false,
+        ..StoreConfig::default()
+    })
+}
+
+/// With one shard the CAS is the shard's 32-bit write counter: it wraps past 2^32 - 1 to 1 (0
+/// means "no CAS" to memcached clients), and a load raises it above the loaded CAS.
 #[test]
 fn the_cas_counter_wraps_to_one_and_a_load_raises_it() {
-    let s = store(0, true);
+    let s = one_shard_store();
     let cas = |s: &Store| {
         s.write(A, b"k", |e| e.put(Kind::String, b"v", None, 0))
             .unwrap()
@@ -137,12 +146,38 @@ fn the_cas_counter_wraps_to_one_and_a_load_raises_it() {
         })
         .unwrap()
     };
-    let s = store(0, true);
+    let s = one_shard_store();
     loaded(&s, b"wide", 1 << 40);
     loaded(&s, b"k", 5000);
     s.raise_cas_above(1 << 40);
     assert_eq!(s.read(b"k", |i| i.unwrap().cas()), 5000);
     assert_eq!(cas(&s), 5001);
+}
+
+/// As in memcached, no two keys show the same CAS, whichever shards they are in (the shards'
+/// counters are interleaved), and a load raises every shard's above the loaded CAS.
+#[test]
+fn keys_of_different_shards_never_share_a_cas() {
+    let s = store(0, false);
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..2000 {
+        let key = format!("k{}", i % 500);
+        let cas = s
+            .write(A, key.as_bytes(), |e| e.put(Kind::String, b"v", None, 0))
+            .unwrap();
+        assert!(cas != 0 && seen.insert(cas), "CAS {cas} given twice");
+    }
+    s.raise_cas_above(1_000_000);
+    for i in 0..64 {
+        let key = format!("after{i}");
+        let cas = s
+            .write(A, key.as_bytes(), |e| e.put(Kind::String, b"v", None, 0))
+            .unwrap();
+        assert!(
+            cas > 1_000_000 && seen.insert(cas),
+            "CAS {cas} after the raise"
+        );
+    }
 }
 
 #[test]
