@@ -14,7 +14,7 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
 /// Arrays of at least this many bytes get their own mapping.
-const MAP_FROM: usize = 64 * 1024;
+const MAP_FROM: usize = 1;
 const PAGE: usize = 4096;
 
 /// Integers, for which all zero bytes are 0: what a slot array may hold.
