@@ -27,7 +27,6 @@ mod large_refs;
 mod list;
 mod moves;
 mod packed;
-mod page_space;
 mod pages;
 mod probation;
 mod scan;

@@ -2,15 +2,14 @@
 //!
 //! mimalloc's classes are 16 bytes apart up to 64 and 25% apart above, so a 52-byte record took
 //! 64 bytes and a 1,053-byte one 1,280 (docs/memory.md). Here records of up to `MAX_SLAB`
-//! bytes live in 64 KiB pages (cut from address space of the store's own, `page_space`, or taken
-//! from the global allocator where the system refuses that; aligned to their size so that a
+//! bytes live in 64 KiB pages (taken from the global allocator, aligned to their size so that a
 //! block finds its page by masking its address), each page cut into blocks of one size class:
 //! 4 bytes apart up to 1 KiB, 32 bytes apart up to 4 KiB. Larger records are plain allocator
 //! blocks. A free block holds the offset of the next free one (free list per page); pages with
 //! free blocks are on their pool's list; a page whose last block is freed leaves its pool for a
 //! small store of empty pages that any class takes its next page from (`SPARE_PAGES`, so that a
 //! record that moves between two classes does not take and give back a page each time), or,
-//! when that is full, goes back (to `page_space` or the allocator), its memory to the system at once.
+//! when that is full, goes back to the allocator, its memory to the system at once.
 //!
 //! Pools are per size class and per arena; a thread allocates from its own arena (threads are
 //! spread over `ARENAS` round robin) so that two I/O threads writing records of the same size
@@ -33,7 +32,6 @@ use std::sync::LazyLock;
 
 use parking_lot::Mutex;
 
-use crate::page_space;
 use crate::pages::{self, PAGES};
 
 /// Bytes of a slab page, and its alignment.
@@ -215,17 +213,12 @@ pub(crate) fn allocate(size: usize) -> NonNull<u8> {
                 (page.0, number)
             },
             None => {
-                // Our own address space (`page_space`), or the allocator where the system
-                // refuses it.
-                let raw = page_space::take().unwrap_or_else(|| {
-                    let layout = page_layout();
-                    // SAFETY: a non-zero size; the header is written before any other use.
-                    let raw = unsafe { alloc(layout) };
-                    if raw.is_null() {
-                        handle_alloc_error(layout);
-                    }
-                    raw
-                }) as *mut Page;
+                let layout = page_layout();
+                // SAFETY: a non-zero size; the header is written before any other use.
+                let raw = unsafe { alloc(layout) } as *mut Page;
+                if raw.is_null() {
+                    handle_alloc_error(layout);
+                }
                 // Past 30 GiB of slab pages a page has no number: its blocks are named through
                 // the side tables, as large records are.
                 let number = PAGES
@@ -310,9 +303,7 @@ pub(crate) unsafe fn release(block: NonNull<u8>, size: usize) {
                 PAGES.unregister((*page).number);
             }
             libc::madvise(page as *mut libc::c_void, PAGE_SIZE, libc::MADV_DONTNEED);
-            if !page_space::give(page as *mut u8) {
-                dealloc(page as *mut u8, page_layout());
-            }
+            dealloc(page as *mut u8, page_layout());
         }
     } else if !p.listed {
         push(&mut head, page);

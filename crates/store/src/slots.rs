@@ -1,20 +1,22 @@
-//! The memory of a table's slot arrays (`table`: references and control bytes): small arrays
-//! are allocator blocks, large ones their own anonymous mappings.
+//! The memory of a table's slot arrays (`table`: references and control bytes): each array is
+//! an anonymous mapping of its own, unmapped when the table outgrows it.
 //!
-//! A growing table frees its old array as it takes one 1.5 times larger. Allocator blocks of
-//! 64 KiB and up share the allocator's large pages, whose free parts it does not give back
-//! while another block of the page lives: after a million keys were written, the outgrown arrays
-//! left ~3 bytes per key of RSS that no one used (docs/memory.md). A mapping of its own is given
-//! back whole by `munmap` the moment the table outgrows it, at the cost of rounding to the 4 KiB
-//! page (under 4% of an array that size) and two system calls per growth.
+//! A growing table frees its old array as it takes one 1.5 times larger, so by the time a shard
+//! holds n records it has freed arrays of about twice its current one. As allocator blocks, the
+//! freed arrays stayed resident: mimalloc gives a page back only when all of its blocks are free,
+//! and the pages that held small arrays (a shard's first ~15 growths, under 64 KiB) also hold
+//! blocks that live on (connection buffers, other shards' arrays), while tables only grow. RSS
+//! stayed ~3.5 MB above `used_memory` whatever the key count (docs/memory.md, "The RSS beyond the
+//! accounting"): 15 bytes a key at 250,000 keys, 3.5–4 at a million. Only arrays of 64 KiB and up
+//! were mapped at first; mapping every array took that to ~0.9 MB. The cost: rounding each array
+//! to the 4 KiB page (two arrays a shard: ≤ 8 KiB a shard, 1 MiB over 128 shards at most, most of
+//! it in the tables' first, touched, pages) and an `mmap` and a `munmap` per growth.
 
-use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::alloc::{handle_alloc_error, Layout};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-/// Arrays of at least this many bytes get their own mapping.
-const MAP_FROM: usize = 1;
 const PAGE: usize = 4096;
 
 /// Integers, for which all zero bytes are 0: what a slot array may hold.
@@ -23,7 +25,7 @@ impl Zeroable for u8 {}
 impl Zeroable for u32 {}
 impl Zeroable for u64 {}
 
-/// A zeroed array of slots that frees its memory to the system when large.
+/// A zeroed array of slots, its memory given back to the system when dropped.
 pub(crate) struct Slots<T: Zeroable> {
     ptr: NonNull<T>,
     len: usize,
@@ -42,26 +44,21 @@ impl<T: Zeroable> Slots<T> {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .expect("slot array size");
-        let ptr = if bytes >= MAP_FROM {
-            // SAFETY: a fresh private anonymous mapping; it reads as zeros.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    bytes.next_multiple_of(PAGE),
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                handle_alloc_error(Self::layout(len));
-            }
-            p as *mut T
-        } else {
-            // SAFETY: the layout has a non-zero size.
-            unsafe { alloc_zeroed(Self::layout(len)) as *mut T }
+        // SAFETY: a fresh private anonymous mapping; it reads as zeros.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes.next_multiple_of(PAGE),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
+        if ptr == libc::MAP_FAILED {
+            handle_alloc_error(Self::layout(len));
+        }
+        let ptr = ptr as *mut T;
         Slots {
             ptr: NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(Self::layout(len))),
             len,
@@ -77,16 +74,12 @@ impl<T: Zeroable> Slots<T> {
 impl<T: Zeroable> Drop for Slots<T> {
     fn drop(&mut self) {
         let bytes = self.len * std::mem::size_of::<T>();
-        // SAFETY: the memory was obtained in `zeroed` the same way for the same length.
+        // SAFETY: the mapping was made in `zeroed` for the same length.
         unsafe {
-            if bytes >= MAP_FROM {
-                libc::munmap(
-                    self.ptr.as_ptr() as *mut libc::c_void,
-                    bytes.next_multiple_of(PAGE),
-                );
-            } else {
-                dealloc(self.ptr.as_ptr() as *mut u8, Self::layout(self.len));
-            }
+            libc::munmap(
+                self.ptr.as_ptr() as *mut libc::c_void,
+                bytes.next_multiple_of(PAGE),
+            );
         }
     }
 }
@@ -111,7 +104,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_and_mapped_arrays_start_zeroed_and_hold_what_is_written() {
+    fn arrays_start_zeroed_and_hold_what_is_written() {
         for len in [16, 8191, 8192, 100_000] {
             let mut s = Slots::<u64>::zeroed(len);
             assert_eq!(s.len(), len);
