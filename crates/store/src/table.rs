@@ -51,10 +51,9 @@ impl KeyHash {
 }
 
 pub(crate) struct Table {
-    /// One control byte per slot, then a copy of the first `GROUP` (see `ctrl`).
-    ctrl: Slots<u8>,
-    /// Each occupied slot's record reference (meaningless in other slots).
-    refs: Slots<u32>,
+    /// Each occupied slot's record reference (meaningless in other slots), and one control
+    /// byte per slot, then a copy of the first `GROUP` (see `ctrl`).
+    slots: Slots,
     /// The records above 4 KiB, which have no slab page (`large_refs`).
     large: LargeRefs,
     len: usize,
@@ -80,8 +79,7 @@ impl Table {
     fn with_capacity(capacity: usize) -> Table {
         debug_assert!(capacity.is_multiple_of(MIN_CAPACITY) && capacity as u64 <= u32::MAX as u64);
         Table {
-            ctrl: Slots::zeroed(capacity + GROUP),
-            refs: Slots::zeroed(capacity),
+            slots: Slots::zeroed(capacity),
             large: LargeRefs::default(),
             len: 0,
             expiring: 0,
@@ -106,7 +104,7 @@ impl Table {
     }
 
     pub fn capacity(&self) -> usize {
-        self.refs.len()
+        self.slots.capacity()
     }
 
     /// Bytes of a table of `capacity` slots, counted toward the memory limit.
@@ -120,13 +118,13 @@ impl Table {
     }
 
     fn home(&self, position: u32) -> usize {
-        ((position as u64 * self.refs.len() as u64) >> 32) as usize
+        ((position as u64 * self.slots.capacity() as u64) >> 32) as usize
     }
 
     /// Slot `i` taken modulo the capacity (`i` < 2 × capacity).
     #[inline]
     fn wrap(&self, i: usize) -> usize {
-        let cap = self.refs.len();
+        let cap = self.slots.capacity();
         if i >= cap {
             i - cap
         } else {
@@ -139,7 +137,7 @@ impl Table {
     fn group(&self, i: usize) -> Group {
         debug_assert!(i < self.capacity());
         // SAFETY: `i` < capacity and the array holds capacity + `GROUP` bytes.
-        unsafe { Group::load_at(self.ctrl.as_ptr().add(i)) }
+        unsafe { Group::load_at(self.slots.ctrl().as_ptr().add(i)) }
     }
 
     /// The reference in slot `j` (< capacity), without a bounds check: probing's hot path.
@@ -147,14 +145,14 @@ impl Table {
     fn ref_in(&self, j: usize) -> u32 {
         debug_assert!(j < self.capacity());
         // SAFETY: `j` < capacity, the array's length.
-        unsafe { *self.refs.get_unchecked(j) }
+        unsafe { *self.slots.refs().get_unchecked(j) }
     }
 
     fn set_ctrl(&mut self, i: usize, c: u8) {
-        self.ctrl[i] = c;
+        self.slots.ctrl_mut()[i] = c;
         if i < GROUP {
-            let cap = self.refs.len();
-            self.ctrl[cap + i] = c;
+            let cap = self.slots.capacity();
+            self.slots.ctrl_mut()[cap + i] = c;
         }
     }
 
@@ -170,29 +168,29 @@ impl Table {
 
     #[inline]
     pub fn item_at(&self, index: usize) -> Option<ItemPtr> {
-        ctrl::is_full(self.ctrl[index]).then(|| self.record(self.refs[index]))
+        ctrl::is_full(self.slots.ctrl()[index]).then(|| self.record(self.slots.refs()[index]))
     }
 
     /// The reference of the record in occupied slot `index` (what the tag index keeps).
     pub fn ref_at(&self, index: usize) -> u32 {
-        debug_assert!(ctrl::is_full(self.ctrl[index]));
-        self.refs[index]
+        debug_assert!(ctrl::is_full(self.slots.ctrl()[index]));
+        self.slots.refs()[index]
     }
 
     /// Whether slot `index` never held a record since the last rebuild (probing stops there).
     pub fn is_empty(&self, index: usize) -> bool {
-        self.ctrl[index] == EMPTY
+        self.slots.ctrl()[index] == EMPTY
     }
 
     /// Whether slot `index` holds a record with a deadline.
     pub fn has_expire(&self, index: usize) -> bool {
-        let c = self.ctrl[index];
+        let c = self.slots.ctrl()[index];
         ctrl::is_full(c) && c & EXPIRE_BIT != 0
     }
 
     /// Whether slot `index` holds a record with typed tags.
     pub fn is_tagged(&self, index: usize) -> bool {
-        let c = self.ctrl[index];
+        let c = self.slots.ctrl()[index];
         ctrl::is_full(c) && c & TAGGED_BIT != 0
     }
 
@@ -264,7 +262,7 @@ impl Table {
     /// Fills a vacant slot returned by `find`, giving the record a reference (a side table
     /// entry when it is large). The caller must call `reserve` first.
     pub fn insert_at(&mut self, index: usize, hash: KeyHash, item: ItemPtr, has_expire: bool) {
-        match self.ctrl[index] {
+        match self.slots.ctrl()[index] {
             EMPTY => {}
             TOMBSTONE => self.tombstones -= 1,
             _ => panic!("insert into an occupied slot"),
@@ -274,14 +272,14 @@ impl Table {
             .unwrap_or_else(|| self.large.insert(item.addr()));
         let tagged = if item.has_tags() { TAGGED_BIT } else { 0 };
         let expire = if has_expire { EXPIRE_BIT } else { 0 };
-        self.refs[index] = r;
+        self.slots.refs_mut()[index] = r;
         self.set_ctrl(index, hash.bits() | tagged | expire);
         self.len += 1;
         self.expiring += usize::from(has_expire);
     }
 
     pub fn set_expire_bit(&mut self, index: usize, has_expire: bool) {
-        let c = self.ctrl[index];
+        let c = self.slots.ctrl()[index];
         debug_assert!(ctrl::is_full(c));
         if (c & EXPIRE_BIT != 0) != has_expire {
             if has_expire {
@@ -303,11 +301,11 @@ impl Table {
     /// Empties an occupied slot, returning its record for the caller to free.
     pub fn remove_at(&mut self, index: usize) -> ItemPtr {
         let old = self.item_at(index).expect("remove of an empty slot");
-        let r = self.refs[index];
+        let r = self.slots.refs()[index];
         if pages::is_large(r) {
             self.large.remove(r);
         }
-        self.expiring -= usize::from(self.ctrl[index] & EXPIRE_BIT != 0);
+        self.expiring -= usize::from(self.slots.ctrl()[index] & EXPIRE_BIT != 0);
         self.set_ctrl(index, TOMBSTONE);
         self.len -= 1;
         self.tombstones += 1;
@@ -326,7 +324,7 @@ impl Table {
             }
             i = self.wrap(i + GROUP);
         }
-        self.refs[i] = r;
+        self.slots.refs_mut()[i] = r;
         self.set_ctrl(i, c);
         self.len += 1;
         self.expiring += usize::from(c & EXPIRE_BIT != 0);
@@ -336,15 +334,15 @@ impl Table {
     fn move_into(&mut self, mut fresh: Table, hash_of: impl Fn(&[u8]) -> KeyHash) {
         fresh.large = std::mem::take(&mut self.large);
         for i in 0..self.capacity() {
-            let c = self.ctrl[i];
+            let c = self.slots.ctrl()[i];
             if ctrl::is_full(c) {
-                let r = self.refs[i];
+                let r = self.slots.refs()[i];
                 let hash = hash_of(fresh.record(r).key());
                 fresh.place(hash, c, r);
             }
         }
         // The records now belong to `fresh`: empty the old slots so dropping them frees nothing.
-        self.ctrl.fill(EMPTY);
+        self.slots.ctrl_mut().fill(EMPTY);
         *self = fresh;
     }
 
@@ -411,7 +409,7 @@ impl Table {
                 unsafe { item.free() };
             }
         }
-        self.ctrl.fill(EMPTY);
+        self.slots.ctrl_mut().fill(EMPTY);
         self.large = LargeRefs::default();
         self.len = 0;
         self.tombstones = 0;
@@ -597,7 +595,7 @@ mod tests {
             assert_eq!(matches!(t.find(hash_of(k), k), Probe::Found(_)), n % 2 == 1);
         }
         let cap = t.capacity();
-        assert_eq!(&t.ctrl[..GROUP], &t.ctrl[cap..cap + GROUP]);
+        assert_eq!(&t.slots.ctrl()[..GROUP], &t.slots.ctrl()[cap..cap + GROUP]);
     }
 
     proptest::proptest! {
@@ -635,7 +633,7 @@ mod tests {
                 proptest::prop_assert_eq!(t.expiring(), model.values().filter(|v| v.1).count());
             }
             let cap = t.capacity();
-            proptest::prop_assert_eq!(&t.ctrl[..GROUP], &t.ctrl[cap..cap + GROUP]);
+            proptest::prop_assert_eq!(&t.slots.ctrl()[..GROUP], &t.slots.ctrl()[cap..cap + GROUP]);
         }
     }
 
