@@ -1,17 +1,17 @@
 //! The memory of a table's slots (`table`): its reference array and its control bytes, together
 //! in one anonymous mapping of their own, unmapped when the table outgrows it.
 //!
-//! A growing table frees its old array as it takes one 1.5 times larger, so by the time a shard
-//! holds n records it has freed arrays of about twice its current one. As allocator blocks, the
+//! A growing table frees its old slots as it takes ones 1.25 times larger, so by the time a
+//! shard holds n records it has freed several times its current slots. As allocator blocks, the
 //! freed arrays stayed resident: mimalloc gives a page back only when all of its blocks are free,
-//! and the pages that held small arrays (a shard's first ~15 growths, under 64 KiB) also hold
-//! blocks that live on (connection buffers, other shards' arrays), while tables only grow. RSS
-//! stayed ~3.5 MB above `used_memory` whatever the key count (docs/memory.md, "The RSS beyond the
-//! accounting"): 15 bytes a key at 250,000 keys, 3.5–4 at a million. Only arrays of 64 KiB and up
-//! were mapped at first; mapping every table's arrays took that to ~1 MB. The cost: rounding to
-//! the 4 KiB page (one partly used page a shard: ~2 KiB on average, 0.25 MiB over 128 shards;
-//! the arrays share a mapping so that a table has one such page, not two) and an `mmap` and a
-//! `munmap` per growth.
+//! and the pages that held small arrays (a shard's first growths, under 64 KiB) also hold blocks
+//! that live on (connection buffers, other shards' arrays), while tables only grow. RSS stayed
+//! ~3.5 MB above `used_memory` whatever the key count (docs/memory.md, "Slot arrays"): 15 bytes a
+//! key at 250,000 keys, 3.5–4 at a million. Only arrays of 64 KiB and up were mapped at first;
+//! mapping every table's slots took that to ~0.7 MB. The cost: an `mmap` and a `munmap` per
+//! growth, and rounding to the 4 KiB page, one partly used page a table (~2 KiB on average,
+//! 0.25 MiB over 128 shards; the two arrays share a mapping so that a table has one such page,
+//! not two), which `Table::bytes` does not charge.
 
 use std::alloc::{handle_alloc_error, Layout};
 use std::ptr::NonNull;
