@@ -383,7 +383,9 @@ mod tests {
             other
                 .put_encoded(store::Author(1), record)
                 .expect("decodes");
-            other.read(b"key", |i| assert_eq!(i.expect("written").value(), &value[..]));
+            other.read(b"key", |i| {
+                assert_eq!(i.expect("written").value(), &value[..])
+            });
         }
     }
 
