@@ -165,10 +165,13 @@ pub fn psync(ctx: &mut Ctx<'_, '_>) {
     }
 }
 
-/// REPL.PUT log seq record: the record as the primary has it now.
+/// REPL.PUT place: the record as the primary has it now, after its log and seq (varints).
 pub fn repl_put(ctx: &mut Ctx<'_, '_>) {
     let author = ctx.db.author();
-    match ctx.shared.store.put_encoded(author, ctx.arg(3)) {
+    let Some((_, _, record)) = crate::replication::encode::put_place(ctx.arg(1)) else {
+        return ctx.err(b"ERR replication record: malformed place");
+    };
+    match ctx.shared.store.put_encoded(author, record) {
         Ok(cas) => {
             ctx.shared.replication.max_cas.fetch_max(cas, Relaxed);
             ctx.ok()

@@ -102,7 +102,7 @@ pub static COMMANDS: &[Command] = &[
     cmd("wait", 3, 0, NONE, replication_cmd::wait, "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
     cmd("replconf", -1, ADMIN, NONE, replication_cmd::replconf, "An internal command for configuring the replication stream."),
     cmd("psync", -3, ADMIN | NOMULTI, NONE, replication_cmd::psync, "An internal command used in replication."),
-    cmd("repl.put", 4, WRITE | INTERNAL, NONE, replication_cmd::repl_put, "Replication stream: a record as the primary has it."),
+    cmd("repl.put", 2, WRITE | INTERNAL, NONE, replication_cmd::repl_put, "Replication stream: a record as the primary has it."),
     cmd("repl.ttl", 6, WRITE | INTERNAL, NONE, replication_cmd::repl_ttl, "Replication stream: a record's deadline and CAS."),
     cmd("repl.cas", 5, WRITE | INTERNAL, NONE, replication_cmd::repl_cas, "Replication stream: a record's CAS."),
     cmd("repl.del", 4, WRITE | INTERNAL, NONE, replication_cmd::repl_del, "Replication stream: a record removed on the primary."),
