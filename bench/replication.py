@@ -364,6 +364,59 @@ def perf_note(c):
             f"result.")
 
 
+def send_floor(stream_bytes_per_set, batches, pipeline=100, runs=3):
+    """`send-floor` (bench/loadgen/src/bin/send_floor.rs): the sender CPU per batch that the
+    kernel alone charges for writing a batch's stream to 2 loopback receivers waiting in epoll,
+    with batches back to back (the receivers may not sleep between them) and 100 µs apart with
+    the sender spinning meanwhile (a server busy with its next batch; the receivers sleep at
+    every batch), less the same loop with no receiver (its clock reads). Medians of `runs`."""
+    binary = ROOT / "target/release/send-floor"
+    if not binary.exists():
+        return None
+    size = max(1, round(stream_bytes_per_set * pipeline))
+
+    def cpu(receivers, gap):
+        vals = []
+        for _ in range(runs):
+            out = subprocess.run([str(binary), "--receivers", str(receivers), "--bytes", str(size),
+                                  "--batches", str(batches), *gap],
+                                 capture_output=True, text=True, timeout=300, check=True).stdout
+            vals.append(json.loads(out)["sender_cpu_us_per_batch"])
+        return statistics.median(vals)
+
+    res = {"bytes_per_batch": size, "pipeline": pipeline}
+    for name, gap in (("back_to_back", ["--gap-us", "0"]), ("asleep", ["--gap-us", "100", "--spin"])):
+        base = cpu(0, gap)
+        res[f"{name}_us_per_set"] = max(cpu(2, gap) - base, 0) / pipeline
+    return res
+
+
+def floor_note(c):
+    """The page's section on the sends' kernel floor (what no server code can go below)."""
+    f = c.get("send_floor")
+    if not f:
+        return ""
+    zero = c["cpu_us"][0]
+    budget = 0.15 * zero
+    low, high = f["back_to_back_us_per_set"], f["asleep_us_per_set"]
+    return (f"\n\n## The sends alone: the kernel's floor\n\n`send-floor` "
+            f"(bench/loadgen/src/bin/send_floor.rs) does only what the primary's kernel does for "
+            f"its replicas: one write of a batch's stream ({f['bytes_per_batch']} bytes: "
+            f"{f['pipeline']} SETs at cairn's stream bytes per SET) to each of 2 loopback TCP "
+            f"receivers that wait in epoll, timed with the sender thread's CPU clock around the "
+            f"writes (less the same loop without receivers; medians of 3 runs). With batches back "
+            f"to back (receivers that may still be awake) the writes cost the sender {low:.3f} µs "
+            f"per SET; with batches 100 µs apart, the sender spinning meanwhile as a server busy "
+            f"with its next batch would, so that the receivers are asleep at every write and the "
+            f"write wakes them, {high:.3f} µs. The goal allows 2 replicas {budget:.3f} µs per SET "
+            f"above the 0-replica {zero:.3f} µs (15%): the writes alone take {low / budget:.2f}× "
+            f"and {high / budget:.2f}× of that, before any server code runs. On loopback a write "
+            f"runs the receiver's TCP receive and its wakeup in the sender (a NIC's softirq on the "
+            f"replicas' hosts does that when they are remote), so this figure is the machine's, "
+            f"not cairn's; how much of it a run pays depends on whether the replicas sleep "
+            f"between batches.")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cairn", default=str(ROOT / "target/release/cairn-server"))
@@ -380,6 +433,8 @@ def main():
         opts.keys, opts.rate, opts.seconds, opts.sets, opts.rounds = 20_000, 5_000, 2, 20_000, 1
     load = [os.getloadavg()[0]]  # the machine's other load (it may be shared), start and end
     results = {kind: run_kind(kind, opts) for kind in ("cairn", "redis")}
+    results["cairn"]["send_floor"] = send_floor(results["cairn"]["stream_bytes_per_set"],
+                                                2000 if opts.quick else 20000)
     load.append(os.getloadavg()[0])
     c, r = results["cairn"], results["redis"]
     ratio = lambda a, b: f"{a / b:.2f}" if b else "n/a"  # noqa: E731
@@ -416,6 +471,7 @@ def main():
         f"the same rounds. Stream bytes per SET: cairn {c['stream_bytes_per_set']:.1f}, redis "
         f"{r['stream_bytes_per_set']:.1f}."
         + perf_note(c)
+        + floor_note(c)
         + f"\n\n## Replication lag at {opts.rate} SETs/s with 2 replicas\n\n"
         f"Open-loop SETs from `cairn-bench --rate {opts.rate}` (`rate`: what it reached); a probe "
         f"SET every 5 ms on the primary, polled on both replicas: µs from sending the SET to the "

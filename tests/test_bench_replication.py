@@ -34,3 +34,6 @@ def test_replication_bench_quick(tmp_path):
         assert all(r["cpu_us"][str(n)] > 0 for n in range(3))
         assert r["lag"]["probes"] > 0 and r["lag"]["p50_us"] > 0
         assert r["sync"]["seconds"] > 0 and r["sync"]["samples"] >= 0
+    floor = results["cairn"]["send_floor"]
+    assert floor["back_to_back_us_per_set"] > 0 and floor["asleep_us_per_set"] > 0
+    assert "## The sends alone: the kernel's floor" in page
