@@ -15,13 +15,13 @@
 //! [ntags:u8 (type:u32 value:i64)*]
 //! ```
 //! `fields` says which optional parts follow (`F_EXPIRE`, `F_FLAGS`, `F_TAGS`). `kind` is the
-//! stable code of [`Kind`] (`kind_code`) and `value` the kind's own snapshot form: `put_value`
-//! writes it and `load_value` reads it back, one arm per kind, so a new kind plugs in there
-//! (a kind whose value lives out of line serializes it in `put_value`).
+//! stable code of [`Kind`] (`kind_code`) and `value` the kind's own snapshot form: `Fields::value`
+//! (or, for a collection held out of line, `Item::portable_value`) gives it to `encode`, and
+//! `load_value` reads it back, one arm per kind, so a new kind plugs in there.
 
 use std::time::{Duration, Instant};
 
-use crate::item::{Item, Kind};
+use crate::item::{Fields, Item, Kind};
 use crate::tags::Tag;
 use crate::{now_ms, Author, OutOfMemory, Store};
 
@@ -113,25 +113,6 @@ fn put_varint(out: &mut Vec<u8>, mut v: usize) {
         v >>= 7;
     }
     out.push(v as u8);
-}
-
-/// Appends `item`'s value in its kind's snapshot form.
-fn put_value(item: Item<'_>, out: &mut Vec<u8>) {
-    match item.kind() {
-        // Both are flat byte strings inside the record (a hash is its field encoding).
-        Kind::String | Kind::Hash => {
-            let value = item.value();
-            put_varint(out, value.len());
-            out.extend_from_slice(value);
-        }
-        // A collection in the copy is already in portable form (`copy_record`): its
-        // `collection::encode` bytes.
-        Kind::Set | Kind::ZSet | Kind::List => {
-            let value = item.portable_value();
-            put_varint(out, value.len());
-            out.extend_from_slice(&value);
-        }
-    }
 }
 
 /// A record read back, its value still in snapshot form.
@@ -269,39 +250,47 @@ pub fn encode_record(item: Item<'_>, out: &mut Vec<u8>) {
 }
 
 fn encode(item: Item<'_>, out: &mut Vec<u8>) {
-    let tags = item.tags();
-    let expire = item.expire_at();
-    let flags = item.flags();
+    // The record's header is decoded once for all its fields (each accessor would decode it
+    // again): this runs for every record of a snapshot and every SET a replica is sent.
+    let f = item.fields();
+    match f.value {
+        Some(value) => encode_fields(&f, value, out),
+        // A collection held out of line: its portable bytes (a copy's are already in `value`).
+        None => encode_fields(&f, &item.portable_value(), out),
+    }
+}
+
+/// Appends one record from its fields; `value` is in the kind's snapshot form (`encode`).
+#[inline]
+fn encode_fields(f: &Fields<'_>, value: &[u8], out: &mut Vec<u8>) {
     let mut fields = 0;
-    if expire.is_some() {
+    if f.expire_at.is_some() {
         fields |= F_EXPIRE;
     }
-    if flags != 0 {
+    if f.flags != 0 {
         fields |= F_FLAGS;
     }
-    if tags.len() > 0 {
+    if !f.tags_raw.is_empty() {
         fields |= F_TAGS;
     }
-    out.push(kind_code(item.kind()));
+    // Two varints of at most 10 bytes each: one reservation for the whole record.
+    out.reserve(2 + 20 + f.key.len() + value.len() + 8 + 4 + 8 + f.tags_raw.len());
+    out.push(kind_code(f.kind));
     out.push(fields);
-    let key = item.key();
-    put_varint(out, key.len());
-    out.extend_from_slice(key);
-    put_value(item, out);
-    if let Some(deadline) = expire {
+    put_varint(out, f.key.len());
+    out.extend_from_slice(f.key);
+    put_varint(out, value.len());
+    out.extend_from_slice(value);
+    if let Some(deadline) = f.expire_at {
         out.extend_from_slice(&deadline.to_le_bytes());
     }
-    if flags != 0 {
-        out.extend_from_slice(&flags.to_le_bytes());
+    if f.flags != 0 {
+        out.extend_from_slice(&f.flags.to_le_bytes());
     }
-    out.extend_from_slice(&item.cas().to_le_bytes());
-    if tags.len() > 0 {
-        out.push(tags.len() as u8);
-        for tag in tags {
-            out.extend_from_slice(&tag.ty.to_le_bytes());
-            out.extend_from_slice(&tag.value.to_le_bytes());
-        }
-    }
+    out.extend_from_slice(&f.cas.to_le_bytes());
+    // The record keeps its tags as the encoding does (a count byte, then type:u32 value:i64
+    // each, little-endian): one copy.
+    out.extend_from_slice(f.tags_raw);
 }
 
 /// A reader over encoded records.
