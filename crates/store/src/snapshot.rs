@@ -107,14 +107,6 @@ impl std::fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
-fn put_varint(out: &mut Vec<u8>, mut v: usize) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// A record read back, its value still in snapshot form.
 struct Record<'a> {
     kind: Kind,
@@ -249,6 +241,7 @@ pub fn encode_record(item: Item<'_>, out: &mut Vec<u8>) {
     encode(item, out)
 }
 
+#[inline]
 fn encode(item: Item<'_>, out: &mut Vec<u8>) {
     // The record's header is decoded once for all its fields (each accessor would decode it
     // again): this runs for every record of a snapshot and every SET a replica is sent.
@@ -260,8 +253,12 @@ fn encode(item: Item<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// Bytes `encode_fields` writes at most besides the key, the value and the tags: kind, fields,
+/// two varints of at most 10 bytes, a deadline, flags and the CAS.
+const RECORD_OVERHEAD: usize = 2 + 10 + 10 + 8 + 4 + 8;
+
 /// Appends one record from its fields; `value` is in the kind's snapshot form (`encode`).
-#[inline]
+#[inline(always)]
 fn encode_fields(f: &Fields<'_>, value: &[u8], out: &mut Vec<u8>) {
     let mut fields = 0;
     if f.expire_at.is_some() {
@@ -273,24 +270,53 @@ fn encode_fields(f: &Fields<'_>, value: &[u8], out: &mut Vec<u8>) {
     if !f.tags_raw.is_empty() {
         fields |= F_TAGS;
     }
-    // Two varints of at most 10 bytes each: one reservation for the whole record.
-    out.reserve(2 + 20 + f.key.len() + value.len() + 8 + 4 + 8 + f.tags_raw.len());
-    out.push(kind_code(f.kind));
-    out.push(fields);
-    put_varint(out, f.key.len());
-    out.extend_from_slice(f.key);
-    put_varint(out, value.len());
-    out.extend_from_slice(value);
-    if let Some(deadline) = f.expire_at {
-        out.extend_from_slice(&deadline.to_le_bytes());
+    // One reservation, then the parts written one after another with no length check each
+    // (every SET a replica is sent comes through here).
+    let most = RECORD_OVERHEAD + f.key.len() + value.len() + f.tags_raw.len();
+    out.reserve(most);
+    let start = out.len();
+    // SAFETY: `most` bytes are reserved after `start` and the writes below take at most that
+    // many (RECORD_OVERHEAD covers every fixed part); the length set covers only bytes written.
+    unsafe {
+        let base = out.as_mut_ptr().add(start);
+        let mut p = base;
+        let mut put = |bytes: &[u8]| {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
+            p = p.add(bytes.len());
+        };
+        let mut varint = [0u8; 10];
+        put(&[kind_code(f.kind), fields]);
+        put(varint_bytes(f.key.len(), &mut varint));
+        put(f.key);
+        put(varint_bytes(value.len(), &mut varint));
+        put(value);
+        if let Some(deadline) = f.expire_at {
+            put(&deadline.to_le_bytes());
+        }
+        if f.flags != 0 {
+            put(&f.flags.to_le_bytes());
+        }
+        put(&f.cas.to_le_bytes());
+        // The record keeps its tags as the encoding does (a count byte, then type:u32 value:i64
+        // each, little-endian): one copy.
+        put(f.tags_raw);
+        let written = p.offset_from(base) as usize;
+        debug_assert!(written <= most);
+        out.set_len(start + written);
     }
-    if f.flags != 0 {
-        out.extend_from_slice(&f.flags.to_le_bytes());
+}
+
+/// `v` as a varint, written into `buf`.
+#[inline(always)]
+fn varint_bytes(mut v: usize, buf: &mut [u8; 10]) -> &[u8] {
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
     }
-    out.extend_from_slice(&f.cas.to_le_bytes());
-    // The record keeps its tags as the encoding does (a count byte, then type:u32 value:i64
-    // each, little-endian): one copy.
-    out.extend_from_slice(f.tags_raw);
+    buf[n] = v as u8;
+    &buf[..n + 1]
 }
 
 /// A reader over encoded records.

@@ -2,7 +2,9 @@
 //! snapshot's and the replication stream's record encoding) takes instead of the accessors,
 //! each of which decodes the variable-length header again.
 
-use super::{Item, ItemPtr, Kind, BITS_HASH, BITS_OUT_OF_LINE, BITS_PORTABLE, KIND_MASK, TAG_BYTES};
+use super::{
+    Item, ItemPtr, Kind, BITS_HASH, BITS_OUT_OF_LINE, BITS_PORTABLE, KIND_MASK, TAG_BYTES,
+};
 
 /// Every field of one record, borrowed from it for as long as its shard lock is held.
 pub struct Fields<'a> {
@@ -76,7 +78,13 @@ mod tests {
 
     #[test]
     fn fields_match_the_accessors() {
-        let tags = [Tag { ty: 3, value: -9 }, Tag { ty: 8, value: 1 << 40 }];
+        let tags = [
+            Tag { ty: 3, value: -9 },
+            Tag {
+                ty: 8,
+                value: 1 << 40,
+            },
+        ];
         for (expire, flags, cas, version, tags) in [
             (None, 0, None, None, &tags[..0]),
             (Some(12), 7, Some(99), None, &tags[..]),
