@@ -299,7 +299,9 @@ fn encode_fields(f: &Fields<'_>, value: &[u8], out: &mut Vec<u8>) {
         put(&f.cas.to_le_bytes());
         // The record keeps its tags as the encoding does (a count byte, then type:u32 value:i64
         // each, little-endian): one copy.
-        put(f.tags_raw);
+        if !f.tags_raw.is_empty() {
+            put(f.tags_raw);
+        }
         let written = p.offset_from(base) as usize;
         debug_assert!(written <= most);
         out.set_len(start + written);
