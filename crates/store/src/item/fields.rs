@@ -116,7 +116,7 @@ mod tests {
                 )
             );
             let mut raw = Vec::new();
-            if tags.len() > 0 {
+            if !tags.is_empty() {
                 raw.push(tags.len() as u8);
                 for t in tags {
                     raw.extend_from_slice(&t.ty.to_le_bytes());
