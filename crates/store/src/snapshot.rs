@@ -847,6 +847,50 @@ mod tests {
     }
 
     #[test]
+    fn a_record_encodes_to_the_documented_bytes() {
+        // docs/snapshot-format.md's record, byte for byte: files and streams written before
+        // `Item::fields` must read the same.
+        let s = store();
+        let tags = [Tag { ty: 3, value: -7 }];
+        let deadline = now_ms() + 60_000;
+        let cas = s.write(Author(1), b"key", |e| {
+            e.put_record(
+                Kind::String,
+                3,
+                Some(deadline),
+                0xfeed,
+                TagWrite::Set(&tags),
+                |b, _| b.copy_from_slice(b"abc"),
+            )
+            .unwrap()
+        });
+        let plain = s.write(Author(1), b"k", |e| {
+            e.put(Kind::Hash, b"", None, 0).unwrap()
+        });
+        let encoded = |key: &[u8]| {
+            s.peek(key, |i| {
+                let mut out = Vec::new();
+                encode_record(i.unwrap(), &mut out);
+                out
+            })
+        };
+        let mut want = vec![0, F_EXPIRE | F_FLAGS | F_TAGS, 3];
+        want.extend_from_slice(b"key");
+        want.push(3);
+        want.extend_from_slice(b"abc");
+        want.extend_from_slice(&deadline.to_le_bytes());
+        want.extend_from_slice(&0xfeed_u32.to_le_bytes());
+        want.extend_from_slice(&cas.to_le_bytes());
+        want.push(1);
+        want.extend_from_slice(&3u32.to_le_bytes());
+        want.extend_from_slice(&(-7i64).to_le_bytes());
+        assert_eq!(encoded(b"key"), want);
+        let mut want = vec![1, 0, 1, b'k', 0];
+        want.extend_from_slice(&plain.to_le_bytes());
+        assert_eq!(encoded(b"k"), want);
+    }
+
+    #[test]
     fn restore_if_puts_back_only_while_the_key_is_unchanged() {
         let s = store();
         let a = Author::SERVER;
