@@ -31,6 +31,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use crate::collection::{self, Collection};
 use crate::tags::Tag;
 
+mod fields;
+pub use fields::Fields;
+
 /// What a record holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

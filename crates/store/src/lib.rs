@@ -54,7 +54,7 @@ pub use changes::{
 };
 pub use collection::Collection;
 pub use evict::{lfu_increment, random_u64, EvictionPolicy, LFU_INIT};
-pub use item::{Item, Kind};
+pub use item::{Fields, Item, Kind};
 pub use moves::Moved;
 pub use shard::{Entry, OutOfMemory, TagWrite};
 pub use tags::{Op, Predicate, Query, Tag, MAX_PREDICATES};

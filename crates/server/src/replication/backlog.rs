@@ -105,7 +105,10 @@ impl Backlog {
         let first = (cap - at).min(bytes.len());
         self.buf[at..at + first].copy_from_slice(&bytes[..first]);
         let rest = bytes.len() - first;
-        self.buf[..rest].copy_from_slice(&bytes[first..]);
+        if rest > 0 {
+            // Only when the bytes wrap around: no `memcpy` call of nothing at every change.
+            self.buf[..rest].copy_from_slice(&bytes[first..]);
+        }
         self.end += bytes.len() as u64;
         self.len = (self.len + bytes.len()).min(cap);
         self.end_at = if rest > 0 || at + first == cap {

@@ -38,13 +38,16 @@ pub fn encode_change(change: &Change<'_>, out: &mut Vec<u8>) -> bool {
     };
     match change.kind {
         ChangeKind::Set(item) => {
-            out.extend_from_slice(b"*2\r\n$8\r\nREPL.PUT\r\n");
             // The argument is encoded in place, after room for its bulk header (no buffer
-            // between, no second copy of it).
-            let head_at = out.len();
-            out.resize(head_at + RECORD_HEAD, 0);
-            put_varint(out, change.log as u64);
-            put_varint(out, change.seq);
+            // between, no second copy of it); the command's head, that room and the two varints
+            // go in one copy from the stack.
+            let mut prefix = [0u8; PUT_HEAD.len() + RECORD_HEAD + 20];
+            prefix[..PUT_HEAD.len()].copy_from_slice(PUT_HEAD);
+            let mut at = PUT_HEAD.len() + RECORD_HEAD;
+            at = varint_into(&mut prefix, at, change.log as u64);
+            at = varint_into(&mut prefix, at, change.seq);
+            let head_at = out.len() + PUT_HEAD.len();
+            out.extend_from_slice(&prefix[..at]);
             store::snapshot::encode_record(item, out);
             let len = out.len() - head_at - RECORD_HEAD;
             let mut head = [0u8; 24];
@@ -88,12 +91,18 @@ pub fn encode_change(change: &Change<'_>, out: &mut Vec<u8>) -> bool {
     true
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// REPL.PUT's array header and name.
+const PUT_HEAD: &[u8] = b"*2\r\n$8\r\nREPL.PUT\r\n";
+
+/// Writes `v` as a varint into `buf` at `at` (10 bytes at most); returns the index after it.
+fn varint_into(buf: &mut [u8], mut at: usize, mut v: u64) -> usize {
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        buf[at] = (v as u8) | 0x80;
         v >>= 7;
+        at += 1;
     }
-    out.push(v as u8);
+    buf[at] = v as u8;
+    at + 1
 }
 
 /// Reads a varint at the start of `buf`: the value and the bytes after it.
@@ -118,6 +127,17 @@ pub fn put_place(arg: &[u8]) -> Option<(usize, u64, &[u8])> {
 
 /// The header of a bulk string of `len` bytes (`$len\r\n`), written into `buf`.
 fn bulk_head(len: usize, buf: &mut [u8; 24]) -> &[u8] {
+    if (10..100).contains(&len) {
+        // Two digits, a small SET's REPL.PUT: no division loop.
+        buf[..5].copy_from_slice(&[
+            b'$',
+            b'0' + (len / 10) as u8,
+            b'0' + (len % 10) as u8,
+            b'\r',
+            b'\n',
+        ]);
+        return &buf[..5];
+    }
     let mut digits = [0u8; 20];
     let digits = itoa(len as u64, &mut digits);
     buf[0] = b'$';
@@ -391,11 +411,12 @@ mod tests {
 
     #[test]
     fn a_put_place_that_does_not_parse_is_none() {
-        let mut arg = Vec::new();
-        put_varint(&mut arg, 3);
-        put_varint(&mut arg, 300);
-        arg.extend_from_slice(b"rec");
-        assert_eq!(put_place(&arg), Some((3, 300, &b"rec"[..])));
+        let mut arg = [0u8; 23];
+        let at = varint_into(&mut arg, 0, 3);
+        let at = varint_into(&mut arg, at, 300);
+        arg[at..at + 3].copy_from_slice(b"rec");
+        let arg = &arg[..at + 3];
+        assert_eq!(put_place(arg), Some((3, 300, &b"rec"[..])));
         // Cut inside the seq's varint, a varint longer than 10 bytes, nothing at all.
         assert_eq!(put_place(&arg[..2]), None);
         assert_eq!(put_place(&[0x80; 12]), None);
