@@ -20,6 +20,8 @@ pub use crate::list::{listpack_entry_bytes, List};
 pub use crate::set::{Member, Set, SMALL_SET};
 pub use crate::zset::{Score, ZSet};
 
+use crate::varint;
+
 /// What a collection record holds.
 pub enum Collection {
     Set(Set),
@@ -61,24 +63,14 @@ impl Collection {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: usize) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+fn put_varint(out: &mut Vec<u8>, v: usize) {
+    varint::push(out, v as u64);
 }
 
 fn get_varint(buf: &mut &[u8]) -> Option<usize> {
-    let mut v = 0usize;
-    for (i, &b) in buf.iter().enumerate().take(10) {
-        v |= ((b & 0x7f) as usize) << (7 * i);
-        if b < 0x80 {
-            *buf = &buf[i + 1..];
-            return Some(v);
-        }
-    }
-    None
+    let (v, n) = varint::get(buf)?;
+    *buf = &buf[n..];
+    usize::try_from(v).ok()
 }
 
 fn get_bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {

@@ -15,25 +15,17 @@
 
 use std::borrow::Cow;
 
+use crate::varint;
+
 const MARK: [u8; 2] = [0x80, 0x00];
 
-fn put_varint(out: &mut Vec<u8>, mut v: usize) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+fn put_varint(out: &mut Vec<u8>, v: usize) {
+    varint::push(out, v as u64);
 }
 
 fn get_varint(buf: &[u8]) -> Option<(usize, usize)> {
-    let mut v = 0usize;
-    for (i, &b) in buf.iter().enumerate().take(10) {
-        v |= ((b & 0x7f) as usize) << (7 * i);
-        if b < 0x80 {
-            return Some((v, i + 1));
-        }
-    }
-    None
+    let (v, n) = varint::get(buf)?;
+    Some((usize::try_from(v).ok()?, n))
 }
 
 /// Iterates the (field, value) pairs of an encoded hash (expired fields included: see `live`).

@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::collection::{self, Collection};
 use crate::tags::Tag;
+use crate::varint;
 
 mod fields;
 pub use fields::Fields;
@@ -123,24 +124,12 @@ pub(crate) struct Header<'t> {
     pub version: Option<u64>,
 }
 
-fn varint_len(mut v: usize) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
+fn varint_len(v: usize) -> usize {
+    varint::len(v as u64)
 }
 
-fn put_varint(buf: &mut [u8], mut v: usize) -> usize {
-    let mut i = 0;
-    while v >= 0x80 {
-        buf[i] = (v as u8) | 0x80;
-        v >>= 7;
-        i += 1;
-    }
-    buf[i] = v as u8;
-    i + 1
+fn put_varint(buf: &mut [u8], v: usize) -> usize {
+    varint::put(buf, v as u64)
 }
 
 /// SAFETY: `p` points at a varint written by `put_varint` inside a live record.

@@ -40,6 +40,7 @@ mod table;
 pub mod tags;
 #[cfg(test)]
 mod tests;
+pub mod varint;
 mod zset;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};

@@ -16,13 +16,7 @@ pub struct Packed {
 
 /// Bytes a varint of `v` takes.
 fn varint_len(v: usize) -> usize {
-    let mut n = 1;
-    let mut v = v >> 7;
-    while v > 0 {
-        n += 1;
-        v >>= 7;
-    }
-    n
+    crate::varint::len(v as u64)
 }
 
 /// The bytes of one entry holding `value`, appended to `out`.

@@ -310,15 +310,9 @@ fn encode_fields(f: &Fields<'_>, value: &[u8], out: &mut Vec<u8>) {
 
 /// `v` as a varint, written into `buf`.
 #[inline(always)]
-fn varint_bytes(mut v: usize, buf: &mut [u8; 10]) -> &[u8] {
-    let mut n = 0;
-    while v >= 0x80 {
-        buf[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    buf[n] = v as u8;
-    &buf[..n + 1]
+fn varint_bytes(v: usize, buf: &mut [u8; 10]) -> &[u8] {
+    let n = crate::varint::put(buf, v as u64);
+    &buf[..n]
 }
 
 /// A reader over encoded records.

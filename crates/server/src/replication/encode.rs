@@ -18,7 +18,7 @@
 //! ```
 
 use resp::reply;
-use store::{Change, ChangeKind};
+use store::{varint, Change, ChangeKind};
 
 /// Room left for REPL.PUT's bulk header before its argument is encoded after it: `$NN\r\n`,
 /// an argument of 10 to 99 bytes (a small SET's). Another length moves the argument once its
@@ -95,26 +95,14 @@ pub fn encode_change(change: &Change<'_>, out: &mut Vec<u8>) -> bool {
 const PUT_HEAD: &[u8] = b"*2\r\n$8\r\nREPL.PUT\r\n";
 
 /// Writes `v` as a varint into `buf` at `at` (10 bytes at most); returns the index after it.
-fn varint_into(buf: &mut [u8], mut at: usize, mut v: u64) -> usize {
-    while v >= 0x80 {
-        buf[at] = (v as u8) | 0x80;
-        v >>= 7;
-        at += 1;
-    }
-    buf[at] = v as u8;
-    at + 1
+fn varint_into(buf: &mut [u8], at: usize, v: u64) -> usize {
+    at + varint::put(&mut buf[at..], v)
 }
 
 /// Reads a varint at the start of `buf`: the value and the bytes after it.
 fn take_varint(buf: &[u8]) -> Option<(u64, &[u8])> {
-    let mut v = 0u64;
-    for (i, &b) in buf.iter().enumerate().take(10) {
-        v |= ((b & 0x7f) as u64).checked_shl(7 * i as u32)?;
-        if b < 0x80 {
-            return Some((v, &buf[i + 1..]));
-        }
-    }
-    None
+    let (v, n) = varint::get(buf)?;
+    Some((v, &buf[n..]))
 }
 
 /// REPL.PUT's argument read: the log, the seq and the record after them; None when it does
@@ -242,17 +230,8 @@ pub fn place<'a>(args: &[&'a [u8]]) -> Place<'a> {
 /// The key of a record in the snapshot's encoding (`kind:u8 fields:u8 klen:varint key ...`);
 /// None when it does not parse (the command's handler refuses it then).
 fn record_key(record: &[u8]) -> Option<&[u8]> {
-    let mut len = 0usize;
-    let mut at = 2;
-    for i in 0..10 {
-        let b = *record.get(at)?;
-        at += 1;
-        len |= ((b & 0x7f) as usize).checked_shl(7 * i)?;
-        if b < 0x80 {
-            return record.get(at..at.checked_add(len)?);
-        }
-    }
-    None
+    let (len, rest) = take_varint(record.get(2..)?)?;
+    rest.get(..usize::try_from(len).ok()?)
 }
 
 #[cfg(test)]
