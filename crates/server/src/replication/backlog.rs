@@ -11,13 +11,7 @@ pub struct Backlog {
     end: u64,
     /// Bytes held (at most `capacity`).
     len: usize,
-    /// Index of `end` in `buf` once known (`UNKNOWN` before): an append, one per change on a
-    /// primary with replicas, then needs no division.
-    end_at: usize,
 }
-
-/// `Backlog::end_at` not known yet.
-const UNKNOWN: usize = usize::MAX;
 
 /// The offset asked for is no longer (or not yet) in the ring.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,7 +25,6 @@ impl Backlog {
             capacity: capacity.max(1),
             end: offset,
             len: 0,
-            end_at: UNKNOWN,
         }
     }
 
@@ -81,7 +74,6 @@ impl Backlog {
     pub fn provide(&mut self, buf: Vec<u8>) {
         if self.buf.is_empty() && buf.len() == self.capacity {
             self.buf = buf;
-            self.end_at = UNKNOWN;
         }
     }
 
@@ -94,14 +86,10 @@ impl Backlog {
         if bytes.len() > self.capacity {
             let skip = bytes.len() - self.capacity;
             self.end += skip as u64;
-            self.end_at = UNKNOWN;
             bytes = &bytes[skip..];
         }
         let cap = self.buf.len();
-        let at = match self.end_at {
-            UNKNOWN => self.pos(self.end),
-            at => at,
-        };
+        let at = self.pos(self.end);
         let first = (cap - at).min(bytes.len());
         self.buf[at..at + first].copy_from_slice(&bytes[..first]);
         let rest = bytes.len() - first;
@@ -111,12 +99,6 @@ impl Backlog {
         }
         self.end += bytes.len() as u64;
         self.len = (self.len + bytes.len()).min(cap);
-        self.end_at = if rest > 0 || at + first == cap {
-            rest
-        } else {
-            at + first
-        };
-        debug_assert_eq!(self.end_at, self.pos(self.end));
     }
 
     /// Index of stream offset `offset` in `buf`.

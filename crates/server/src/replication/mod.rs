@@ -78,12 +78,6 @@ pub(crate) struct Feed {
     to_flush: Vec<Arc<ClientInfo>>,
 }
 
-thread_local! {
-    /// The `Replication` (its address) whose turn-end hook this thread's event loop will run
-    /// at the end of its turn; 0 for none.
-    static TURN_END_ASKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 /// Unsent stream bytes that are sent at a turn's end whatever `repl-send-delay-us` says.
 const SEND_AT_ONCE: u64 = 64 << 10;
 
@@ -98,8 +92,6 @@ struct SendAtTurnEnd(Weak<Replication>);
 
 impl TurnEnd for SendAtTurnEnd {
     fn turn_end(&self) {
-        // The hook ran: the next change asks again (`turn_end` may ask, for a later turn).
-        TURN_END_ASKED.with(|asked| asked.set(0));
         if let Some(replication) = self.0.upgrade() {
             replication.turn_end();
         }
@@ -388,15 +380,7 @@ impl Replication {
             return;
         }
         feed.ring.append(bytes);
-        // Asked once per turn: later changes of the turn find the mark (one compare instead
-        // of a look through the thread's hook list per change).
-        let me = self as *const Replication as usize;
-        if TURN_END_ASKED.with(|asked| asked.get()) == me {
-            return;
-        }
-        if crate::clients::at_turn_end(&self.turn_end) {
-            TURN_END_ASKED.with(|asked| asked.set(me));
-        } else {
+        if !crate::clients::at_turn_end(&self.turn_end) {
             self.send_live(feed, false);
         }
     }
@@ -424,8 +408,6 @@ impl Replication {
             self.send_live(&mut feed, true);
             drop(feed);
             self.flush_direct();
-        } else {
-            TURN_END_ASKED.with(|asked| asked.set(self as *const Replication as usize));
         }
     }
 
