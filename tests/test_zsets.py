@@ -229,3 +229,36 @@ def test_collections_count_in_maxmemory_and_are_evicted(server_factory):
             c.rpush("big", *[f"{k}-{j:05}-padding-padding" for j in range(1000)])
     assert c.llen("big") > 0 and c.lpop("big") is not None, "reads and pops still work"
     c.close()
+
+
+def test_over_the_limit_takes_run_and_refused_moves_lose_nothing(server_factory):
+    """Over maxmemory under noeviction, commands that only take away (Redis's commands without
+    `denyoom`: SREM, ZPOPMIN, LPOP, BLPOP) still run, so a full store can be drained; a move
+    (LMOVE, `denyoom`) is refused and leaves both lists as they were."""
+    srv = server_factory("--maxmemory-policy", "noeviction")
+    c = srv.client()
+    c.sadd("s", "a", "b")
+    c.zadd("z", {"a": 1, "b": 2})
+    c.rpush("src", "x", "y", "z")
+    for k in range(10):
+        c.rpush("big", *[f"{k}-{j:05}-padding-padding" for j in range(1000)])
+    # Lowering the limit under what is stored puts the store over it, as in Redis.
+    c.config_set("maxmemory", c.info("memory")["used_memory"] // 2)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        c.sadd("s", "c")
+    assert c.srem("s", "a") == 1
+    assert c.zpopmin("z") == [(b"a", 1.0)]
+    assert c.lpop("src") == b"x"
+    assert c.blpop(["src"], timeout=1) == (b"src", b"y")
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        c.lmove("src", "dst", "LEFT", "LEFT")
+    assert c.lrange("src", 0, -1) == [b"z"] and not c.exists("dst"), "a refused move loses nothing"
+    assert c.delete("big") == 1
+    c.config_set("maxmemory", 0)
+    c.rpush("src", "w")
+    assert c.rpoplpush("src", "src") == b"w", "a rotation copies, then pops"
+    assert c.lrange("src", 0, -1) == [b"w", b"z"]
+    assert c.lpop("src") == b"w"
+    assert c.lmove("src", "dst", "LEFT", "LEFT") == b"z"
+    assert c.lrange("dst", 0, -1) == [b"z"] and not c.exists("src")
+    c.close()

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use resp::reply::{self, Version};
 use store::collection::List;
-use store::{Author, Collection, Kind, Store};
+use store::{Author, Collection, Db, Kind, Store};
 
 use crate::clients::{peer_gone, ClientInfo};
 
@@ -87,7 +87,7 @@ fn pop_one(store: &Store, author: Author, key: &[u8], end: End) -> Option<Box<[u
         if e.item()?.kind() != Kind::List {
             return None;
         }
-        e.update_collection(|c| {
+        e.shrink_collection(|c| {
             let Collection::List(l) = c else {
                 return (None, false);
             };
@@ -95,8 +95,6 @@ fn pop_one(store: &Store, author: Author, key: &[u8], end: End) -> Option<Box<[u
             let changed = v.is_some();
             (v, changed)
         })?
-        .ok()
-        .flatten()
     })
 }
 
@@ -113,7 +111,7 @@ fn zpop_some(
         if e.item()?.kind() != Kind::ZSet {
             return None;
         }
-        e.update_collection(|c| {
+        e.shrink_collection(|c| {
             let Collection::ZSet(z) = c else {
                 return (None, false);
             };
@@ -121,8 +119,6 @@ fn zpop_some(
             let changed = !picked.is_empty();
             (changed.then_some(picked), changed)
         })?
-        .ok()
-        .flatten()
     })
 }
 
@@ -139,7 +135,7 @@ fn pop_some(
         if e.item()?.kind() != Kind::List {
             return None;
         }
-        e.update_collection(|c| {
+        e.shrink_collection(|c| {
             let Collection::List(l) = c else {
                 return (None, false);
             };
@@ -147,8 +143,6 @@ fn pop_some(
             let changed = !popped.is_empty();
             (changed.then_some(popped), changed)
         })?
-        .ok()
-        .flatten()
     })
 }
 
@@ -157,6 +151,82 @@ fn take(l: &mut List, end: End) -> Option<Box<[u8]>> {
         End::Left => l.pop_front(),
         End::Right => l.pop_back(),
     }
+}
+
+/// Why a collection command could not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fail {
+    WrongType,
+    Oom,
+}
+
+impl Fail {
+    /// The error reply's text, as Redis words it (`command::WRONGTYPE`, `command::OOM`).
+    pub const fn message(self) -> &'static [u8] {
+        match self {
+            Fail::WrongType => b"WRONGTYPE Operation against a key holding the wrong kind of value",
+            Fail::Oom => b"OOM command not allowed when used memory > 'maxmemory'.",
+        }
+    }
+}
+
+/// LMOVE's work, shared with RPOPLPUSH, BLMOVE and serving a blocked BLMOVE: pops from `from`
+/// of `src`, pushes to `to` of `dst`. `Ok(None)` when `src` has nothing. The element is copied
+/// to `dst` first and taken from `src` after, so that a push refused at the memory limit leaves
+/// both lists as they were (popping first lost the element); with `src == dst` copying then
+/// popping is the same rotation.
+pub fn move_element(
+    db: &mut Db<'_, '_>,
+    src: &[u8],
+    dst: &[u8],
+    from: End,
+    to: End,
+) -> Result<Option<Box<[u8]>>, Fail> {
+    let value = db.read(src, |item| match item {
+        None => Ok(None),
+        Some(item) => match item.collection() {
+            Some(Collection::List(l)) => Ok(match from {
+                End::Left => l.iter().next().map(Box::from),
+                End::Right => l.iter().next_back().map(Box::from),
+            }),
+            _ => Err(Fail::WrongType),
+        },
+    })?;
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    if db.read(dst, |i| i.is_some_and(|i| i.kind() != Kind::List)) {
+        return Err(Fail::WrongType);
+    }
+    db.write(dst, |e| {
+        if e.exists() {
+            match e.update_collection(|c| {
+                if let Collection::List(l) = c {
+                    put(l, to, &value);
+                }
+                ((), true)
+            }) {
+                Some(Err(_)) => Err(Fail::Oom),
+                _ => Ok(()),
+            }
+        } else {
+            let mut l = List::new();
+            put(&mut l, to, &value);
+            e.put_collection(Collection::List(l), None)
+                .map(|_| ())
+                .map_err(|_| Fail::Oom)
+        }
+    })?;
+    db.write(src, |e| {
+        e.shrink_collection(|c| match c {
+            Collection::List(l) => {
+                let popped = take(l, from);
+                ((), popped.is_some())
+            }
+            _ => ((), false),
+        })
+    });
+    Ok(Some(value))
 }
 
 fn put(l: &mut List, end: End, v: &[u8]) {
@@ -348,46 +418,12 @@ impl Blocking {
         to: End,
     ) -> Served {
         let mut locked = store.lock_keys(author, [src, dst]);
-        let src_is_list = locked.read(src, |i| i.is_some_and(|i| i.kind() == Kind::List));
-        if !src_is_list {
-            return Served::Nothing;
-        }
-        if locked.read(dst, |i| i.is_some_and(|i| i.kind() != Kind::List)) {
-            let mut out = Vec::new();
-            reply::error(&mut out, WRONGTYPE);
-            return Served::Reply(out);
-        }
-        let popped = locked.write(src, |e| {
-            e.update_collection(|c| match c {
-                Collection::List(l) => {
-                    let v = take(l, from);
-                    let changed = v.is_some();
-                    (v, changed)
-                }
-                _ => (None, false),
-            })
-            .and_then(Result::ok)
-            .flatten()
-        });
-        let Some(v) = popped else {
-            return Served::Nothing;
-        };
-        locked.write(dst, |e| {
-            if e.exists() {
-                let _ = e.update_collection(|c| {
-                    if let Collection::List(l) = c {
-                        put(l, to, &v);
-                    }
-                    ((), true)
-                });
-            } else {
-                let mut l = List::new();
-                put(&mut l, to, &v);
-                let _ = e.put_collection(Collection::List(l), None);
-            }
-        });
         let mut out = Vec::new();
-        reply::bulk(&mut out, &v);
+        match move_element(&mut Db::Locked(&mut locked), src, dst, from, to) {
+            Ok(None) => return Served::Nothing,
+            Ok(Some(v)) => reply::bulk(&mut out, &v),
+            Err(fail) => reply::error(&mut out, fail.message()),
+        }
         Served::Reply(out)
     }
 
@@ -472,8 +508,6 @@ impl Blocking {
         inner.waiters.values().filter_map(|w| w.deadline).min()
     }
 }
-
-const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// The reply of a waiter whose time is up (or CLIENT UNBLOCK'd): a null array, whatever the
 /// command (Redis's `replyToBlockedClientTimedOut`: BLMOVE and BRPOPLPUSH too, `*-1` in RESP2).

@@ -191,3 +191,34 @@ fn collections_count_against_the_limit_and_are_evicted() {
     assert!(stats.evicted > 0, "{stats:?}");
     assert!(stats.keys < 40);
 }
+
+#[test]
+fn over_the_limit_without_eviction_a_change_that_may_grow_is_refused_and_a_shrink_runs() {
+    let s = Store::new(StoreConfig {
+        shards: 4,
+        policy: crate::EvictionPolicy::NoEviction,
+        background: false,
+        ..StoreConfig::default()
+    });
+    s.write(A, b"s", |e| e.put_collection(set_of(&["a", "b"]), None))
+        .unwrap();
+    s.set_maxmemory(1);
+    let grown = s.write(A, b"s", |e| {
+        e.update_collection(|c| match c {
+            Collection::Set(set) => ((), set.insert(b"c")),
+            _ => unreachable!(),
+        })
+    });
+    assert!(matches!(grown, Some(Err(_))), "refused before it ran");
+    let removed = s.write(A, b"s", |e| {
+        e.shrink_collection(|c| match c {
+            Collection::Set(set) => {
+                let removed = set.remove(b"a");
+                (removed, removed)
+            }
+            _ => unreachable!(),
+        })
+    });
+    assert_eq!(removed, Some(true));
+    assert_eq!(members(&s, b"s"), Some(vec![b"b".to_vec()]));
+}

@@ -772,9 +772,30 @@ impl<'a> Entry<'a> {
     /// `f` returns its result and whether it changed anything. A change gives the record a
     /// fresh CAS and is recorded as a `Set`; a collection left empty is deleted, as Redis
     /// deletes empty keys. Fails before `f` runs when memory is over the limit and nothing can
-    /// be evicted. `None` when there is no collection under the key.
+    /// be evicted (Redis's `denyoom` commands). `None` when there is no collection under the key.
     pub fn update_collection<R>(
         &mut self,
+        f: impl FnOnce(&mut Collection) -> (R, bool),
+    ) -> Option<Result<R, OutOfMemory>> {
+        self.change_collection(true, f)
+    }
+
+    /// As `update_collection` for a change that only takes away (pops, removals, trims): it
+    /// runs over the memory limit too, as Redis runs LPOP or SREM when it refuses writes that
+    /// add, so that a full store can still be drained.
+    pub fn shrink_collection<R>(
+        &mut self,
+        f: impl FnOnce(&mut Collection) -> (R, bool),
+    ) -> Option<R> {
+        match self.change_collection(false, f)? {
+            Ok(r) => Some(r),
+            Err(OutOfMemory) => unreachable!("only a change that may grow is refused"),
+        }
+    }
+
+    fn change_collection<R>(
+        &mut self,
+        may_grow: bool,
         f: impl FnOnce(&mut Collection) -> (R, bool),
     ) -> Option<Result<R, OutOfMemory>> {
         let Probe::Found(i) = self.probe else {
@@ -783,8 +804,10 @@ impl<'a> Entry<'a> {
         let item = self.shard.table.item_at(i).expect("occupied");
         // SAFETY: the exclusive lock is held; the reference lives only during `f`.
         let collection = unsafe { item.collection_mut() }?;
-        if let Err(oom) = self.make_room(0) {
-            return Some(Err(oom));
+        if may_grow {
+            if let Err(oom) = self.make_room(0) {
+                return Some(Err(oom));
+            }
         }
         let before = collection.memory();
         let (result, changed) = f(collection);

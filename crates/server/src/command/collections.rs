@@ -7,21 +7,13 @@ use std::cell::Cell;
 
 use store::{Collection, Db, Kind};
 
-use super::{Ctx, OOM, WRONGTYPE};
+use super::Ctx;
 
-/// Why a collection command could not run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fail {
-    WrongType,
-    Oom,
-}
+pub use crate::blocking::Fail;
 
 impl Fail {
     pub fn reply(self, ctx: &mut Ctx<'_, '_>) {
-        ctx.err(match self {
-            Fail::WrongType => WRONGTYPE,
-            Fail::Oom => OOM,
-        })
+        ctx.err(self.message())
     }
 }
 
@@ -53,24 +45,36 @@ pub fn empty(kind: Kind) -> Collection {
     }
 }
 
+/// What a change to a collection may do, which decides whether it runs over the memory limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Creates a missing key and may add (SADD, RPUSH): refused with OOM over the limit.
+    Create,
+    /// May add to an existing key only (RPUSHX, LSET, LINSERT, ZADD XX): refused over the limit.
+    Grow,
+    /// Only takes away (pops, removals, trims): runs over the limit too, as in Redis.
+    Shrink,
+}
+
 /// Changes the collection of `kind` under `key` in place; `f` returns its result and whether
-/// it changed anything. A missing key is created from an empty collection when `create`
-/// (and kept only if `f` left something in it); otherwise `Ok(None)`.
+/// it changed anything. A missing key is created from an empty collection for
+/// `Change::Create` (and kept only if `f` left something in it); otherwise `Ok(None)`.
 pub fn write<R>(
     db: &mut Db<'_, '_>,
     key: &[u8],
     kind: Kind,
-    create: bool,
+    change: Change,
     f: impl FnOnce(&mut Collection) -> (R, bool),
 ) -> Result<Option<R>, Fail> {
     db.write(key, |e| match e.item() {
         Some(item) if item.kind() != kind => Err(Fail::WrongType),
+        Some(_) if change == Change::Shrink => Ok(e.shrink_collection(f)),
         Some(_) => match e.update_collection(f) {
             Some(Ok(r)) => Ok(Some(r)),
             Some(Err(_)) => Err(Fail::Oom),
             None => unreachable!("a record of a collection kind holds one"),
         },
-        None if !create => Ok(None),
+        None if change != Change::Create => Ok(None),
         None => {
             let mut fresh = empty(kind);
             let (r, _) = f(&mut fresh);

@@ -4,7 +4,7 @@
 use store::collection::List;
 use store::{Collection, Kind};
 
-use super::collections::{self as coll, Fail};
+use super::collections::{self as coll, Change, Fail};
 use super::{parse_i64, Ctx, NOT_INTEGER, SYNTAX};
 
 fn as_list(c: &Collection) -> &List {
@@ -21,7 +21,7 @@ fn as_list_mut(c: &mut Collection) -> &mut List {
     }
 }
 
-pub use crate::blocking::End;
+pub use crate::blocking::{move_element, End};
 
 /// LEFT or RIGHT.
 pub fn parse_end(arg: &[u8]) -> Option<End> {
@@ -34,9 +34,9 @@ pub fn parse_end(arg: &[u8]) -> Option<End> {
     }
 }
 
-fn push(ctx: &mut Ctx<'_, '_>, end: End, create: bool) {
+fn push(ctx: &mut Ctx<'_, '_>, end: End, change: Change) {
     let args = ctx.args;
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, create, |c| {
+    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, change, |c| {
         let l = as_list_mut(c);
         let values: Vec<&[u8]> = args.tail(2).collect();
         l.push_all(end == End::Left, &values);
@@ -54,16 +54,16 @@ fn push(ctx: &mut Ctx<'_, '_>, end: End, create: bool) {
 }
 
 pub fn lpush(ctx: &mut Ctx<'_, '_>) {
-    push(ctx, End::Left, true)
+    push(ctx, End::Left, Change::Create)
 }
 pub fn rpush(ctx: &mut Ctx<'_, '_>) {
-    push(ctx, End::Right, true)
+    push(ctx, End::Right, Change::Create)
 }
 pub fn lpushx(ctx: &mut Ctx<'_, '_>) {
-    push(ctx, End::Left, false)
+    push(ctx, End::Left, Change::Grow)
 }
 pub fn rpushx(ctx: &mut Ctx<'_, '_>) {
-    push(ctx, End::Right, false)
+    push(ctx, End::Right, Change::Grow)
 }
 
 /// Pops up to `count` elements from `end` of the list under `key` (None: no such key).
@@ -73,7 +73,7 @@ pub fn pop_from(
     end: End,
     count: usize,
 ) -> Result<Option<Vec<Box<[u8]>>>, Fail> {
-    coll::write(db, key, Kind::List, false, |c| {
+    coll::write(db, key, Kind::List, Change::Shrink, |c| {
         let l = as_list_mut(c);
         let popped: Vec<Box<[u8]>> = (0..count)
             .map_while(|_| match end {
@@ -165,11 +165,17 @@ pub fn lindex(ctx: &mut Ctx<'_, '_>) {
 pub fn lset(ctx: &mut Ctx<'_, '_>) {
     let Some(index) = ctx.int_arg(2) else { return };
     let value = ctx.arg(3);
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, false, |c| {
-        let l = as_list_mut(c);
-        let done = position(index, l.len()).is_some_and(|i| l.set(i, value));
-        (done, done)
-    });
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::List,
+        Change::Grow,
+        |c| {
+            let l = as_list_mut(c);
+            let done = position(index, l.len()).is_some_and(|i| l.set(i, value));
+            (done, done)
+        },
+    );
     match result {
         Err(f) => f.reply(ctx),
         Ok(None) => ctx.err(b"ERR no such key"),
@@ -181,28 +187,34 @@ pub fn lset(ctx: &mut Ctx<'_, '_>) {
 pub fn lrem(ctx: &mut Ctx<'_, '_>) {
     let Some(count) = ctx.int_arg(2) else { return };
     let value = ctx.arg(3);
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, false, |c| {
-        let l = as_list_mut(c);
-        let limit = if count == 0 {
-            usize::MAX
-        } else {
-            count.unsigned_abs() as usize
-        };
-        // Matches counted from the end the count says; only the first `limit` go.
-        let matches: Vec<usize> = l
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| *v == value)
-            .map(|(i, _)| i)
-            .collect();
-        let doomed: std::collections::HashSet<usize> = if count < 0 {
-            matches.iter().rev().take(limit).copied().collect()
-        } else {
-            matches.iter().take(limit).copied().collect()
-        };
-        let removed = l.retain(|i, _| !doomed.contains(&i));
-        (removed as i64, removed > 0)
-    });
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::List,
+        Change::Shrink,
+        |c| {
+            let l = as_list_mut(c);
+            let limit = if count == 0 {
+                usize::MAX
+            } else {
+                count.unsigned_abs() as usize
+            };
+            // Matches counted from the end the count says; only the first `limit` go.
+            let matches: Vec<usize> = l
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| *v == value)
+                .map(|(i, _)| i)
+                .collect();
+            let doomed: std::collections::HashSet<usize> = if count < 0 {
+                matches.iter().rev().take(limit).copied().collect()
+            } else {
+                matches.iter().take(limit).copied().collect()
+            };
+            let removed = l.retain(|i, _| !doomed.contains(&i));
+            (removed as i64, removed > 0)
+        },
+    );
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -213,15 +225,21 @@ pub fn ltrim(ctx: &mut Ctx<'_, '_>) {
     let (Some(start), Some(stop)) = (parse_i64(ctx.arg(2)), parse_i64(ctx.arg(3))) else {
         return ctx.err(NOT_INTEGER);
     };
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, false, |c| {
-        let l = as_list_mut(c);
-        let before = l.len();
-        match coll::index_range(start, stop, l.len()) {
-            Some((from, to)) => l.keep_range(from, to),
-            None => l.keep_range(0, 0),
-        }
-        ((), l.len() != before)
-    });
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::List,
+        Change::Shrink,
+        |c| {
+            let l = as_list_mut(c);
+            let before = l.len();
+            match coll::index_range(start, stop, l.len()) {
+                Some((from, to)) => l.keep_range(from, to),
+                None => l.keep_range(0, 0),
+            }
+            ((), l.len() != before)
+        },
+    );
     match result {
         Ok(_) => ctx.ok(),
         Err(f) => f.reply(ctx),
@@ -237,17 +255,23 @@ pub fn linsert(ctx: &mut Ctx<'_, '_>) {
         return ctx.err(SYNTAX);
     };
     let (pivot, value) = (ctx.arg(3), ctx.arg(4));
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::List, false, |c| {
-        let l = as_list_mut(c);
-        let found = l.iter().position(|v| v == pivot);
-        match found {
-            None => (-1, false),
-            Some(i) => {
-                l.insert(if after { i + 1 } else { i }, value);
-                (l.len() as i64, true)
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::List,
+        Change::Grow,
+        |c| {
+            let l = as_list_mut(c);
+            let found = l.iter().position(|v| v == pivot);
+            match found {
+                None => (-1, false),
+                Some(i) => {
+                    l.insert(if after { i + 1 } else { i }, value);
+                    (l.len() as i64, true)
+                }
             }
-        }
-    });
+        },
+    );
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -321,39 +345,6 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>) {
             }
         }
     })
-}
-
-/// LMOVE's work, shared with RPOPLPUSH and BLMOVE: pops from `from` of `src`, pushes to `to`
-/// of `dst`. `Ok(None)` when `src` has nothing.
-pub fn move_element(
-    db: &mut store::Db<'_, '_>,
-    src: &[u8],
-    dst: &[u8],
-    from: End,
-    to: End,
-) -> Result<Option<Box<[u8]>>, Fail> {
-    let exists = coll::read(db, src, Kind::List, |c| c.is_some())?;
-    if !exists {
-        return Ok(None);
-    }
-    if coll::wrong_type(db, dst, Kind::List) {
-        return Err(Fail::WrongType);
-    }
-    let Some(mut popped) = pop_from(db, src, from, 1)? else {
-        return Ok(None);
-    };
-    let Some(value) = popped.pop() else {
-        return Ok(None);
-    };
-    coll::write(db, dst, Kind::List, true, |c| {
-        let l = as_list_mut(c);
-        match to {
-            End::Left => l.push_front(&value),
-            End::Right => l.push_back(&value),
-        }
-        ((), true)
-    })?;
-    Ok(Some(value))
 }
 
 fn reply_moved(ctx: &mut Ctx<'_, '_>, result: Result<Option<Box<[u8]>>, Fail>) {

@@ -10,14 +10,14 @@ mod blocking_cmd;
 mod call;
 mod client_cmd;
 mod client_info;
-mod collections;
+pub(crate) mod collections;
 mod encoding;
 mod hash_ttl;
 mod hashes;
 mod info;
 mod introspect;
 mod keys;
-mod lists;
+pub(crate) mod lists;
 mod memory_cmd;
 mod mpop;
 mod object;
@@ -91,11 +91,11 @@ pub mod flags {
     pub const INTERNAL: u16 = 1 << 13;
 }
 
-pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const WRONGTYPE: &[u8] = crate::blocking::Fail::WrongType.message();
 pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
 pub const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
 pub const SYNTAX: &[u8] = b"ERR syntax error";
-pub const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
+pub const OOM: &[u8] = crate::blocking::Fail::Oom.message();
 
 /// Per-connection state that commands read and change.
 pub struct Conn {

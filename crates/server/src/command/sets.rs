@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use store::collection::Set;
 use store::{glob, Collection, Kind};
 
-use super::collections::{self as coll, Fail};
+use super::collections::{self as coll, Change, Fail};
 use super::{parse_i64, Ctx};
 
 fn as_set(c: &Collection) -> &Set {
@@ -32,12 +32,18 @@ fn reply_set<'m>(ctx: &mut Ctx<'_, '_>, members: impl ExactSizeIterator<Item = &
 
 pub fn sadd(ctx: &mut Ctx<'_, '_>) {
     let args = ctx.args;
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::Set, true, |c| {
-        let s = as_set_mut(c);
-        s.expect(args.len().saturating_sub(2), args.get(2));
-        let added = args.tail(2).filter(|m| s.insert(m)).count();
-        (added as i64, added > 0)
-    });
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::Set,
+        Change::Create,
+        |c| {
+            let s = as_set_mut(c);
+            s.expect(args.len().saturating_sub(2), args.get(2));
+            let added = args.tail(2).filter(|m| s.insert(m)).count();
+            (added as i64, added > 0)
+        },
+    );
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -46,11 +52,17 @@ pub fn sadd(ctx: &mut Ctx<'_, '_>) {
 
 pub fn srem(ctx: &mut Ctx<'_, '_>) {
     let args = ctx.args;
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::Set, false, |c| {
-        let s = as_set_mut(c);
-        let removed = args.tail(2).filter(|m| s.remove(m)).count();
-        (removed as i64, removed > 0)
-    });
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::Set,
+        Change::Shrink,
+        |c| {
+            let s = as_set_mut(c);
+            let removed = args.tail(2).filter(|m| s.remove(m)).count();
+            (removed as i64, removed > 0)
+        },
+    );
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -129,20 +141,26 @@ pub fn spop(ctx: &mut Ctx<'_, '_>) {
     } else {
         None
     };
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::Set, false, |c| {
-        let s = as_set_mut(c);
-        let n = count.unwrap_or(1).min(s.len());
-        let popped: Vec<Box<[u8]>> = (0..n)
-            .filter_map(|_| s.take_index(coll::random_below(s.len())))
-            .collect();
-        // Redis keeps the few members left in a new set (its SPOP "case 3"), so a hash set
-        // emptied this way is small again, as OBJECT ENCODING shows.
-        if count.is_some() && !s.is_empty() && s.len() * 5 <= n {
-            s.rebuild_small();
-        }
-        let changed = !popped.is_empty();
-        (popped, changed)
-    });
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::Set,
+        Change::Shrink,
+        |c| {
+            let s = as_set_mut(c);
+            let n = count.unwrap_or(1).min(s.len());
+            let popped: Vec<Box<[u8]>> = (0..n)
+                .filter_map(|_| s.take_index(coll::random_below(s.len())))
+                .collect();
+            // Redis keeps the few members left in a new set (its SPOP "case 3"), so a hash set
+            // emptied this way is small again, as OBJECT ENCODING shows.
+            if count.is_some() && !s.is_empty() && s.len() * 5 <= n {
+                s.rebuild_small();
+            }
+            let changed = !popped.is_empty();
+            (popped, changed)
+        },
+    );
     match (result, count) {
         (Err(f), _) => f.reply(ctx),
         (Ok(popped), None) => ctx.bulk_opt(popped.as_ref().and_then(|p| p.first()).map(|m| &**m)),
@@ -249,7 +267,7 @@ pub fn smove(ctx: &mut Ctx<'_, '_>) {
         });
         return ctx.int(i64::from(found.unwrap_or(false)));
     }
-    let removed = coll::write(&mut ctx.db, src, Kind::Set, false, |c| {
+    let removed = coll::write(&mut ctx.db, src, Kind::Set, Change::Shrink, |c| {
         let removed = as_set_mut(c).remove(member);
         (removed, removed)
     });
@@ -258,7 +276,7 @@ pub fn smove(ctx: &mut Ctx<'_, '_>) {
         Ok(None | Some(false)) => return ctx.int(0),
         Ok(Some(true)) => {}
     }
-    match coll::write(&mut ctx.db, dst, Kind::Set, true, |c| {
+    match coll::write(&mut ctx.db, dst, Kind::Set, Change::Create, |c| {
         let added = as_set_mut(c).insert(member);
         ((), added)
     }) {

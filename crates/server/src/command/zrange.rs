@@ -5,7 +5,7 @@
 use store::collection::ZSet;
 use store::{Collection, Kind};
 
-use super::collections::{self as coll, Fail};
+use super::collections::{self as coll, Change, Fail};
 use super::zsets::{as_zset, as_zset_mut, reply_pairs};
 use super::{parse_f64, parse_i64, Ctx, NOT_INTEGER, SYNTAX};
 
@@ -340,14 +340,20 @@ fn remove_range(ctx: &mut Ctx<'_, '_>, by: By) {
         Ok(r) => r,
         Err(msg) => return ctx.err(msg),
     };
-    let result = coll::write(&mut ctx.db, ctx.args.get(1), Kind::ZSet, false, |c| {
-        let z = as_zset_mut(c);
-        let doomed = select(z, &range, false, 0, None);
-        doomed.iter().for_each(|(m, _)| {
-            z.remove(m);
-        });
-        (doomed.len() as i64, !doomed.is_empty())
-    });
+    let result = coll::write(
+        &mut ctx.db,
+        ctx.args.get(1),
+        Kind::ZSet,
+        Change::Shrink,
+        |c| {
+            let z = as_zset_mut(c);
+            let doomed = select(z, &range, false, 0, None);
+            doomed.iter().for_each(|(m, _)| {
+                z.remove(m);
+            });
+            (doomed.len() as i64, !doomed.is_empty())
+        },
+    );
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
