@@ -262,3 +262,21 @@ def test_over_the_limit_takes_run_and_refused_moves_lose_nothing(server_factory)
     assert c.lmove("src", "dst", "LEFT", "LEFT") == b"z"
     assert c.lrange("dst", 0, -1) == [b"z"] and not c.exists("src")
     c.close()
+
+
+@pytest.mark.cairn_only
+def test_a_refused_smove_loses_nothing(server_factory):
+    """Over the limit under noeviction, an SMOVE that would create its destination is refused
+    (cairn's choice: Redis, where SMOVE is not `denyoom`, runs it) and the member stays put."""
+    srv = server_factory("--maxmemory-policy", "noeviction")
+    c = srv.client()
+    c.sadd("src", "m", "n")
+    c.rpush("big", *[f"{j:05}-padding-padding" for j in range(5000)])
+    c.config_set("maxmemory", c.info("memory")["used_memory"] // 2)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        c.smove("src", "dst", "m")
+    assert c.smembers("src") == {b"m", b"n"} and not c.exists("dst")
+    c.config_set("maxmemory", 0)
+    assert c.smove("src", "dst", "m") and c.smembers("dst") == {b"m"}
+    assert c.smembers("src") == {b"n"}
+    assert c.smove("src", "dst", "absent") is False

@@ -267,19 +267,27 @@ pub fn smove(ctx: &mut Ctx<'_, '_>) {
         });
         return ctx.int(i64::from(found.unwrap_or(false)));
     }
-    let removed = coll::write(&mut ctx.db, src, Kind::Set, Change::Shrink, |c| {
-        let removed = as_set_mut(c).remove(member);
-        (removed, removed)
-    });
-    match removed {
+    match coll::read(&mut ctx.db, src, Kind::Set, |c| {
+        c.is_some_and(|c| as_set(c).contains(member))
+    }) {
         Err(f) => return f.reply(ctx),
-        Ok(None | Some(false)) => return ctx.int(0),
-        Ok(Some(true)) => {}
+        Ok(false) => return ctx.int(0),
+        Ok(true) => {}
     }
-    match coll::write(&mut ctx.db, dst, Kind::Set, Change::Create, |c| {
+    // Into `dst` first, out of `src` after: a destination refused at the memory limit leaves
+    // the member where it was.
+    let added = coll::write(&mut ctx.db, dst, Kind::Set, Change::Create, |c| {
         let added = as_set_mut(c).insert(member);
         ((), added)
-    }) {
+    });
+    if let Err(f) = added {
+        return f.reply(ctx);
+    }
+    let removed = coll::write(&mut ctx.db, src, Kind::Set, Change::Shrink, |c| {
+        let removed = as_set_mut(c).remove(member);
+        ((), removed)
+    });
+    match removed {
         Ok(_) => ctx.int(1),
         Err(f) => f.reply(ctx),
     }
