@@ -408,10 +408,7 @@ class Server(ServerProcess):
         if self.kind == "cairn" and not os.access(self.binary, os.X_OK):
             pytest.fail(f"server binary {self.binary} not found; run `cargo build --release -p cairn-server` "
                         f"or set CAIRN_BIN", pytrace=False)
-        super().start(wait=False)
-        if wait:
-            self.wait_ready()
-        return self
+        return super().start(wait=wait, timeout=START_TIMEOUT)
 
     def assert_alive(self):
         if not self.alive():

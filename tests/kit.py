@@ -10,6 +10,7 @@ by path (`sys.path.insert(0, ROOT / "tests")`).
 
 from __future__ import annotations
 
+import collections
 import io
 import shutil
 import os
@@ -27,11 +28,22 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+# The ports free_port handed out lately: the kernel may offer a port again as soon as its probe
+# socket closes, and a server given the same port for RESP and memcached failed to start
+# ("Address already in use", seen once in CI).
+_RECENT_PORTS: collections.deque = collections.deque(maxlen=512)
+
+
 def free_port(host: str = HOST) -> int:
-    """A currently free TCP port on `host`."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A currently free TCP port on `host`, none of the last 512 this process handed out."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in _RECENT_PORTS:
+            _RECENT_PORTS.append(port)
+            return port
+    raise RuntimeError("no free port that was not handed out lately")
 
 
 def die_with_parent():
@@ -229,10 +241,21 @@ class ServerProcess:
         self.log_path = Path(log_path) if log_path else self.dir / "server.log"
         self.port = None
         self.memcache_port = None
+        self._auto_ports = (port == "auto", memcache_port == "auto")
+        self.started_once = False
         if kind in ("cairn", "redis"):
             self.port = free_port() if port == "auto" else port
         if kind in ("cairn", "memcached"):
             self.memcache_port = free_port() if memcache_port == "auto" else memcache_port
+
+    def _repick_ports(self) -> bool:
+        """Picks new ports for those picked here ("auto"); False when there are none to pick."""
+        resp_auto, memcache_auto = self._auto_ports
+        if resp_auto and self.port is not None:
+            self.port = free_port()
+        if memcache_auto and self.memcache_port is not None:
+            self.memcache_port = free_port()
+        return (resp_auto and self.port is not None) or (memcache_auto and self.memcache_port is not None)
 
     @property
     def has_resp(self):
@@ -277,7 +300,24 @@ class ServerProcess:
 
     def start(self, wait=True, timeout=15.0, append_log=False):
         """Starts the process (again, after a stop or kill: same ports and directory); with
-        append_log the log keeps the earlier runs' lines."""
+        append_log the log keeps the earlier runs' lines. A first start whose picked port was
+        taken meanwhile by another process ("Address already in use") is tried again on new
+        ports, twice at most."""
+        for attempt in range(3):
+            self._spawn(append_log)
+            if not wait:
+                break
+            try:
+                self.wait_ready(timeout)
+                break
+            except self.start_error:
+                taken = self.proc.poll() is not None and "Address already in use" in self.log()
+                if self.started_once or attempt == 2 or not taken or not self._repick_ports():
+                    raise
+        self.started_once = True
+        return self
+
+    def _spawn(self, append_log):
         self.cmd = self.wrapper + self.command_line()
         env = dict(os.environ, **self.env) if self.env else None
         with open(self.log_path, "ab" if append_log else "wb") as log:
@@ -286,9 +326,6 @@ class ServerProcess:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, cwd=str(self.dir), preexec_fn=self.preexec_fn)
         self.stopped = False
-        if wait:
-            self.wait_ready(timeout)
-        return self
 
     def log(self, tail=4000) -> str:
         try:

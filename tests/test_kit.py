@@ -50,3 +50,26 @@ def test_a_server_that_cannot_start_fails_with_its_log():
         srv.start(timeout=10)
     assert "no-such-flag" in str(e.value)
     shutil.rmtree(srv.dir, ignore_errors=True)
+
+
+def test_a_picked_port_found_taken_is_picked_again_and_a_given_one_is_not():
+    import socket
+
+    from kit import free_port
+
+    srv = ServerProcess(["--threads", "1"], binary=CAIRN_BIN, keep_dir=False)
+    srv.memcache_port = srv.port  # as when the kernel offered one port twice (seen in CI)
+    srv.start()
+    try:
+        assert srv.port != srv.memcache_port and resp_call(srv.port, "PING") == b"PONG"
+        assert "pid" in mc_stats(srv.memcache_port)
+    finally:
+        assert srv.stop() == 0
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        given = ServerProcess([], binary=CAIRN_BIN, port=held.getsockname()[1], keep_dir=False)
+        with pytest.raises(RuntimeError, match="Address already in use"):
+            given.start()
+    shutil.rmtree(given.dir, ignore_errors=True)
+    assert len({free_port() for _ in range(300)}) == 300, "free_port repeats none it handed out lately"
