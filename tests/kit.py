@@ -251,11 +251,12 @@ class ServerProcess:
     def _repick_ports(self) -> bool:
         """Picks new ports for those picked here ("auto"); False when there are none to pick."""
         resp_auto, memcache_auto = self._auto_ports
+        repicked = False
         if resp_auto and self.port is not None:
-            self.port = free_port()
+            self.port, repicked = free_port(), True
         if memcache_auto and self.memcache_port is not None:
-            self.memcache_port = free_port()
-        return (resp_auto and self.port is not None) or (memcache_auto and self.memcache_port is not None)
+            self.memcache_port, repicked = free_port(), True
+        return repicked
 
     @property
     def has_resp(self):

@@ -10,6 +10,11 @@
 //! order they blocked (FIFO per key, as Redis). A timer thread answers timed-out waiters with
 //! the null reply.
 //!
+//! It also owns the list move that LMOVE, RPOPLPUSH and BLMOVE share with serving a blocked
+//! BLMOVE (`move_element`), and so the two ways a collection command is refused (`Fail`, and
+//! the error texts `command::WRONGTYPE` and `command::OOM` are made from): the command layer
+//! sits above this module and uses them from here.
+//!
 //! Lock order: `serving` (held by whoever serves or expires waiters), then a shard, then
 //! `inner`; `key_ready` and `block` take `inner` alone, so a command holding shards may call
 //! them.
@@ -195,21 +200,18 @@ pub fn move_element(
     let Some(value) = value else {
         return Ok(None);
     };
-    if db.read(dst, |i| i.is_some_and(|i| i.kind() != Kind::List)) {
-        return Err(Fail::WrongType);
-    }
-    db.write(dst, |e| {
-        if e.exists() {
-            match e.update_collection(|c| {
-                if let Collection::List(l) = c {
-                    put(l, to, &value);
-                }
-                ((), true)
-            }) {
-                Some(Err(_)) => Err(Fail::Oom),
-                _ => Ok(()),
+    db.write(dst, |e| match e.item() {
+        Some(item) if item.kind() != Kind::List => Err(Fail::WrongType),
+        Some(_) => match e.update_collection(|c| {
+            if let Collection::List(l) = c {
+                put(l, to, &value);
             }
-        } else {
+            ((), true)
+        }) {
+            Some(Err(_)) => Err(Fail::Oom),
+            _ => Ok(()),
+        },
+        None => {
             let mut l = List::new();
             put(&mut l, to, &value);
             e.put_collection(Collection::List(l), None)

@@ -165,17 +165,12 @@ pub fn lindex(ctx: &mut Ctx<'_, '_>) {
 pub fn lset(ctx: &mut Ctx<'_, '_>) {
     let Some(index) = ctx.int_arg(2) else { return };
     let value = ctx.arg(3);
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::List,
-        Change::Grow,
-        |c| {
-            let l = as_list_mut(c);
-            let done = position(index, l.len()).is_some_and(|i| l.set(i, value));
-            (done, done)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::List, Change::Grow, |c| {
+        let l = as_list_mut(c);
+        let done = position(index, l.len()).is_some_and(|i| l.set(i, value));
+        (done, done)
+    });
     match result {
         Err(f) => f.reply(ctx),
         Ok(None) => ctx.err(b"ERR no such key"),
@@ -187,34 +182,29 @@ pub fn lset(ctx: &mut Ctx<'_, '_>) {
 pub fn lrem(ctx: &mut Ctx<'_, '_>) {
     let Some(count) = ctx.int_arg(2) else { return };
     let value = ctx.arg(3);
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::List,
-        Change::Shrink,
-        |c| {
-            let l = as_list_mut(c);
-            let limit = if count == 0 {
-                usize::MAX
-            } else {
-                count.unsigned_abs() as usize
-            };
-            // Matches counted from the end the count says; only the first `limit` go.
-            let matches: Vec<usize> = l
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| *v == value)
-                .map(|(i, _)| i)
-                .collect();
-            let doomed: std::collections::HashSet<usize> = if count < 0 {
-                matches.iter().rev().take(limit).copied().collect()
-            } else {
-                matches.iter().take(limit).copied().collect()
-            };
-            let removed = l.retain(|i, _| !doomed.contains(&i));
-            (removed as i64, removed > 0)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::List, Change::Shrink, |c| {
+        let l = as_list_mut(c);
+        let limit = if count == 0 {
+            usize::MAX
+        } else {
+            count.unsigned_abs() as usize
+        };
+        // Matches counted from the end the count says; only the first `limit` go.
+        let matches: Vec<usize> = l
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| *v == value)
+            .map(|(i, _)| i)
+            .collect();
+        let doomed: std::collections::HashSet<usize> = if count < 0 {
+            matches.iter().rev().take(limit).copied().collect()
+        } else {
+            matches.iter().take(limit).copied().collect()
+        };
+        let removed = l.retain(|i, _| !doomed.contains(&i));
+        (removed as i64, removed > 0)
+    });
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -225,21 +215,16 @@ pub fn ltrim(ctx: &mut Ctx<'_, '_>) {
     let (Some(start), Some(stop)) = (parse_i64(ctx.arg(2)), parse_i64(ctx.arg(3))) else {
         return ctx.err(NOT_INTEGER);
     };
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::List,
-        Change::Shrink,
-        |c| {
-            let l = as_list_mut(c);
-            let before = l.len();
-            match coll::index_range(start, stop, l.len()) {
-                Some((from, to)) => l.keep_range(from, to),
-                None => l.keep_range(0, 0),
-            }
-            ((), l.len() != before)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::List, Change::Shrink, |c| {
+        let l = as_list_mut(c);
+        let before = l.len();
+        match coll::index_range(start, stop, l.len()) {
+            Some((from, to)) => l.keep_range(from, to),
+            None => l.keep_range(0, 0),
+        }
+        ((), l.len() != before)
+    });
     match result {
         Ok(_) => ctx.ok(),
         Err(f) => f.reply(ctx),
@@ -255,23 +240,18 @@ pub fn linsert(ctx: &mut Ctx<'_, '_>) {
         return ctx.err(SYNTAX);
     };
     let (pivot, value) = (ctx.arg(3), ctx.arg(4));
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::List,
-        Change::Grow,
-        |c| {
-            let l = as_list_mut(c);
-            let found = l.iter().position(|v| v == pivot);
-            match found {
-                None => (-1, false),
-                Some(i) => {
-                    l.insert(if after { i + 1 } else { i }, value);
-                    (l.len() as i64, true)
-                }
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::List, Change::Grow, |c| {
+        let l = as_list_mut(c);
+        let found = l.iter().position(|v| v == pivot);
+        match found {
+            None => (-1, false),
+            Some(i) => {
+                l.insert(if after { i + 1 } else { i }, value);
+                (l.len() as i64, true)
             }
-        },
-    );
+        }
+    });
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),

@@ -32,18 +32,13 @@ fn reply_set<'m>(ctx: &mut Ctx<'_, '_>, members: impl ExactSizeIterator<Item = &
 
 pub fn sadd(ctx: &mut Ctx<'_, '_>) {
     let args = ctx.args;
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::Set,
-        Change::Create,
-        |c| {
-            let s = as_set_mut(c);
-            s.expect(args.len().saturating_sub(2), args.get(2));
-            let added = args.tail(2).filter(|m| s.insert(m)).count();
-            (added as i64, added > 0)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::Set, Change::Create, |c| {
+        let s = as_set_mut(c);
+        s.expect(args.len().saturating_sub(2), args.get(2));
+        let added = args.tail(2).filter(|m| s.insert(m)).count();
+        (added as i64, added > 0)
+    });
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -52,17 +47,12 @@ pub fn sadd(ctx: &mut Ctx<'_, '_>) {
 
 pub fn srem(ctx: &mut Ctx<'_, '_>) {
     let args = ctx.args;
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::Set,
-        Change::Shrink,
-        |c| {
-            let s = as_set_mut(c);
-            let removed = args.tail(2).filter(|m| s.remove(m)).count();
-            (removed as i64, removed > 0)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::Set, Change::Shrink, |c| {
+        let s = as_set_mut(c);
+        let removed = args.tail(2).filter(|m| s.remove(m)).count();
+        (removed as i64, removed > 0)
+    });
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -141,26 +131,21 @@ pub fn spop(ctx: &mut Ctx<'_, '_>) {
     } else {
         None
     };
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::Set,
-        Change::Shrink,
-        |c| {
-            let s = as_set_mut(c);
-            let n = count.unwrap_or(1).min(s.len());
-            let popped: Vec<Box<[u8]>> = (0..n)
-                .filter_map(|_| s.take_index(coll::random_below(s.len())))
-                .collect();
-            // Redis keeps the few members left in a new set (its SPOP "case 3"), so a hash set
-            // emptied this way is small again, as OBJECT ENCODING shows.
-            if count.is_some() && !s.is_empty() && s.len() * 5 <= n {
-                s.rebuild_small();
-            }
-            let changed = !popped.is_empty();
-            (popped, changed)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::Set, Change::Shrink, |c| {
+        let s = as_set_mut(c);
+        let n = count.unwrap_or(1).min(s.len());
+        let popped: Vec<Box<[u8]>> = (0..n)
+            .filter_map(|_| s.take_index(coll::random_below(s.len())))
+            .collect();
+        // Redis keeps the few members left in a new set (its SPOP "case 3"), so a hash set
+        // emptied this way is small again, as OBJECT ENCODING shows.
+        if count.is_some() && !s.is_empty() && s.len() * 5 <= n {
+            s.rebuild_small();
+        }
+        let changed = !popped.is_empty();
+        (popped, changed)
+    });
     match (result, count) {
         (Err(f), _) => f.reply(ctx),
         (Ok(popped), None) => ctx.bulk_opt(popped.as_ref().and_then(|p| p.first()).map(|m| &**m)),

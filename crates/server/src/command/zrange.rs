@@ -340,20 +340,15 @@ fn remove_range(ctx: &mut Ctx<'_, '_>, by: By) {
         Ok(r) => r,
         Err(msg) => return ctx.err(msg),
     };
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::ZSet,
-        Change::Shrink,
-        |c| {
-            let z = as_zset_mut(c);
-            let doomed = select(z, &range, false, 0, None);
-            doomed.iter().for_each(|(m, _)| {
-                z.remove(m);
-            });
-            (doomed.len() as i64, !doomed.is_empty())
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::ZSet, Change::Shrink, |c| {
+        let z = as_zset_mut(c);
+        let doomed = select(z, &range, false, 0, None);
+        doomed.iter().for_each(|(m, _)| {
+            z.remove(m);
+        });
+        (doomed.len() as i64, !doomed.is_empty())
+    });
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),

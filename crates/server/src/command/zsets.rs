@@ -98,45 +98,41 @@ pub fn zadd(ctx: &mut Ctx<'_, '_>) {
             None => return ctx.err(NOT_FLOAT),
         }
     }
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::ZSet,
-        if f.xx { Change::Grow } else { Change::Create },
-        |c| {
-            let z = as_zset_mut(c);
-            let (mut added, mut updated) = (0, 0);
-            let mut incr_result = None;
-            for &(score, member) in &pairs {
-                let current = z.score(member);
-                let new = match (current, f.incr) {
-                    (Some(cur), true) => cur + score,
-                    _ => score,
-                };
-                if new.is_nan() {
-                    return (Err(()), added + updated > 0);
-                }
-                match current {
-                    Some(_) if f.nx => continue,
-                    None if f.xx => continue,
-                    Some(cur) if (f.gt && new <= cur) || (f.lt && new >= cur) => continue,
-                    Some(cur) => {
-                        if cur != new {
-                            z.insert(member, new);
-                            updated += 1;
-                        }
-                    }
-                    None => {
-                        z.insert(member, new);
-                        added += 1;
-                    }
-                }
-                incr_result = Some(new);
+    let key = ctx.arg(1);
+    let change = if f.xx { Change::Grow } else { Change::Create };
+    let result = coll::write(&mut ctx.db, key, Kind::ZSet, change, |c| {
+        let z = as_zset_mut(c);
+        let (mut added, mut updated) = (0, 0);
+        let mut incr_result = None;
+        for &(score, member) in &pairs {
+            let current = z.score(member);
+            let new = match (current, f.incr) {
+                (Some(cur), true) => cur + score,
+                _ => score,
+            };
+            if new.is_nan() {
+                return (Err(()), added + updated > 0);
             }
-            let changed = added + updated > 0;
-            (Ok((added, updated, incr_result)), changed)
-        },
-    );
+            match current {
+                Some(_) if f.nx => continue,
+                None if f.xx => continue,
+                Some(cur) if (f.gt && new <= cur) || (f.lt && new >= cur) => continue,
+                Some(cur) => {
+                    if cur != new {
+                        z.insert(member, new);
+                        updated += 1;
+                    }
+                }
+                None => {
+                    z.insert(member, new);
+                    added += 1;
+                }
+            }
+            incr_result = Some(new);
+        }
+        let changed = added + updated > 0;
+        (Ok((added, updated, incr_result)), changed)
+    });
     // A client blocked in BZPOPMIN / BZPOPMAX on the key may now pop.
     ctx.shared.blocking.key_ready(ctx.args.get(1));
     match result {
@@ -157,21 +153,16 @@ pub fn zincrby(ctx: &mut Ctx<'_, '_>) {
         return ctx.err(NOT_FLOAT);
     };
     let member = ctx.arg(3);
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::ZSet,
-        Change::Create,
-        |c| {
-            let z = as_zset_mut(c);
-            let new = z.score(member).unwrap_or(0.0) + delta;
-            if new.is_nan() {
-                return (None, false);
-            }
-            z.insert(member, new);
-            (Some(new), true)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::ZSet, Change::Create, |c| {
+        let z = as_zset_mut(c);
+        let new = z.score(member).unwrap_or(0.0) + delta;
+        if new.is_nan() {
+            return (None, false);
+        }
+        z.insert(member, new);
+        (Some(new), true)
+    });
     ctx.shared.blocking.key_ready(ctx.args.get(1));
     match result {
         Err(f) => f.reply(ctx),
@@ -182,17 +173,12 @@ pub fn zincrby(ctx: &mut Ctx<'_, '_>) {
 
 pub fn zrem(ctx: &mut Ctx<'_, '_>) {
     let args = ctx.args;
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::ZSet,
-        Change::Shrink,
-        |c| {
-            let z = as_zset_mut(c);
-            let removed = args.tail(2).filter(|m| z.remove(m).is_some()).count();
-            (removed as i64, removed > 0)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::ZSet, Change::Shrink, |c| {
+        let z = as_zset_mut(c);
+        let removed = args.tail(2).filter(|m| z.remove(m).is_some()).count();
+        (removed as i64, removed > 0)
+    });
     match result {
         Ok(n) => ctx.int(n.unwrap_or(0)),
         Err(f) => f.reply(ctx),
@@ -280,19 +266,14 @@ fn pop(ctx: &mut Ctx<'_, '_>, max: bool) {
         Ok(count) => count,
         Err(msg) => return ctx.err(msg),
     };
-    let result = coll::write(
-        &mut ctx.db,
-        ctx.args.get(1),
-        Kind::ZSet,
-        Change::Shrink,
-        |c| {
-            let z = as_zset_mut(c);
-            let n = count.unwrap_or(1).min(z.len());
-            let picked = z.pop_ends(max, n);
-            let changed = !picked.is_empty();
-            (picked, changed)
-        },
-    );
+    let key = ctx.arg(1);
+    let result = coll::write(&mut ctx.db, key, Kind::ZSet, Change::Shrink, |c| {
+        let z = as_zset_mut(c);
+        let n = count.unwrap_or(1).min(z.len());
+        let picked = z.pop_ends(max, n);
+        let changed = !picked.is_empty();
+        (picked, changed)
+    });
     match result {
         Err(f) => f.reply(ctx),
         Ok(popped) => reply_pairs(ctx, &popped.unwrap_or_default(), true, count.is_some()),
